@@ -1,0 +1,62 @@
+"""Record shapes of management resources in responses (the spec leaves them open; we follow
+what Postal's and Postmark's users know). One function per resource."""
+from __future__ import annotations
+
+from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
+                                  Server)
+from chalicelib.services import domains as domain_service
+
+
+def organization(org: Organization) -> dict:
+    return {"id": org.id, "uuid": org.uuid, "name": org.name, "permalink": org.permalink,
+            "time_zone": org.time_zone, "created_at": org.created_at,
+            "updated_at": org.updated_at}
+
+
+def server(srv: Server) -> dict:
+    return {"id": srv.id, "uuid": srv.uuid, "name": srv.name, "permalink": srv.permalink,
+            "organization": srv.organization.permalink if srv.organization else None,
+            "mode": srv.mode, "suspended": srv.suspended, "suspended_at": srv.suspended_at,
+            "suspension_reason": srv.suspension_reason, "ip_pool_id": srv.ip_pool_id,
+            "track_opens": srv.track_opens, "track_clicks": srv.track_clicks,
+            "message_retention_days": srv.message_retention_days,
+            "created_at": srv.created_at, "updated_at": srv.updated_at}
+
+
+def domain(dom: Domain) -> dict:
+    return {"id": dom.id, "uuid": dom.uuid, "name": dom.name, "verified": dom.verified,
+            "verified_at": dom.verified_at, "dkim_selector": dom.dkim_selector,
+            "track_opens": dom.track_opens, "track_clicks": dom.track_clicks,
+            "dns_records": domain_service.dns_records(dom), "created_at": dom.created_at}
+
+
+def credential(cred: Credential, key: str | None = None) -> dict:
+    record = {"id": cred.id, "uuid": cred.uuid, "type": cred.type, "name": cred.name,
+              "hold": cred.hold, "key_hint": cred.key_hint, "ip_range": cred.ip_range,
+              "last_used_at": cred.last_used_at, "created_at": cred.created_at,
+              "updated_at": cred.updated_at}
+    if key is not None:
+        record["key"] = key  # only in the creation answer
+    return record
+
+
+def ip_address(addr: IPAddress) -> dict:
+    return {"id": addr.id, "ip_pool_id": addr.ip_pool_id, "ipv4": addr.ipv4, "ipv6": addr.ipv6,
+            "hostname": addr.hostname, "priority": addr.priority, "created_at": addr.created_at}
+
+
+def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
+    record = {"id": pool.id, "uuid": pool.uuid, "name": pool.name, "default": pool.is_default,
+              "created_at": pool.created_at}
+    if with_addresses:
+        record["ip_addresses"] = [ip_address(a) for a in pool.ip_addresses]
+    return record
+
+
+def admin_api_key(key: AdminApiKey, secret: str | None = None) -> dict:
+    record = {"id": key.id, "uuid": key.uuid, "name": key.name, "key_hint": key.key_hint,
+              "seeded": key.seeded, "last_used_at": key.last_used_at,
+              "revoked_at": key.revoked_at, "created_at": key.created_at}
+    if secret is not None:
+        record["key"] = secret  # only in the creation answer
+    return record

@@ -1,0 +1,131 @@
+"""Request bodies of the accounts surface and of people management, and the record shapes of
+users, memberships and invitations in answers. Unknown fields are ignored."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from chalicelib.api.schemas import Schema
+from chalicelib.db.models import Invitation, Membership, User
+from chalicelib.services import members
+from chalicelib.services.passwords import MAX_PASSWORD_LENGTH
+
+Email = Field(min_length=1, max_length=255)
+Password = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH)
+Name = Field(default="", max_length=255)
+
+
+class LoginIn(Schema):
+    email_address: str = Email
+    password: str = Password
+    totp_code: str | None = Field(default=None, max_length=16)
+
+
+class RegisterIn(Schema):
+    email_address: str = Email
+    first_name: str = Name
+    last_name: str = Name
+    password: str = Password
+
+
+class ProfileIn(Schema):
+    first_name: str | None = Field(default=None, max_length=255)
+    last_name: str | None = Field(default=None, max_length=255)
+
+
+class PasswordChangeIn(Schema):
+    current_password: str = Password
+    new_password: str = Password
+
+
+class ResetRequestIn(Schema):
+    email_address: str = Email
+
+
+class ResetCompleteIn(Schema):
+    token: str = Field(min_length=1, max_length=256)
+    password: str = Password
+
+
+class TotpCodeIn(Schema):
+    code: str = Field(min_length=1, max_length=16)
+
+
+class PasswordIn(Schema):
+    password: str = Password
+
+
+class InvitationAcceptIn(Schema):
+    token: str = Field(min_length=1, max_length=256)
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+    first_name: str | None = Field(default=None, max_length=255)
+    last_name: str | None = Field(default=None, max_length=255)
+
+
+class MemberIn(Schema):
+    user_id: int | None = None
+    email_address: str | None = Field(default=None, max_length=255)
+    role: str = "member"
+
+
+class RoleIn(Schema):
+    role: str = Field(min_length=1, max_length=16)
+
+
+class InvitationIn(Schema):
+    email_address: str = Email
+    role: str = "member"
+
+
+class UserIn(Schema):
+    email_address: str = Email
+    first_name: str = Name
+    last_name: str = Name
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+    admin: bool = False
+
+
+class UserUpdate(Schema):
+    email_address: str | None = Field(default=None, max_length=255)
+    first_name: str | None = Field(default=None, max_length=255)
+    last_name: str | None = Field(default=None, max_length=255)
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+    admin: bool | None = None
+    locked: bool | None = None  # false lifts a lockout
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+def user(u: User) -> dict:
+    return {"id": u.id, "uuid": u.uuid, "email_address": u.email_address,
+            "first_name": u.first_name, "last_name": u.last_name, "admin": u.admin,
+            "totp_enabled": u.totp_enabled, "sso_linked": u.oidc_subject is not None,
+            "has_password": u.password_hash is not None, "locked_until": u.locked_until,
+            "last_login_at": u.last_login_at, "created_at": u.created_at,
+            "updated_at": u.updated_at}
+
+
+def member(m: Membership) -> dict:
+    return {"user_id": m.user_id, "role": m.role,
+            "organization": m.organization.permalink if m.organization else None,
+            "email_address": m.user.email_address, "first_name": m.user.first_name,
+            "last_name": m.user.last_name, "created_at": m.created_at}
+
+
+def membership(m: Membership) -> dict:
+    """A membership from the user's side (GET /auth/me)."""
+    org = m.organization
+    return {"role": m.role, "organization": {"id": org.id, "name": org.name,
+                                             "permalink": org.permalink}}
+
+
+def invitation(inv: Invitation, token: str | None = None, url: str | None = None) -> dict:
+    record = {"id": inv.id, "email_address": inv.email_address, "role": inv.role,
+              "organization": inv.organization.permalink if inv.organization else None,
+              "status": members.invitation_status(inv), "invited_by_user_id": inv.invited_by_user_id,
+              "expires_at": inv.expires_at, "accepted_at": inv.accepted_at,
+              "revoked_at": inv.revoked_at, "created_at": inv.created_at}
+    if token is not None:  # only in the creation answer
+        record["token"] = token
+        record["url"] = url
+    return record

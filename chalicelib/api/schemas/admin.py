@@ -1,0 +1,70 @@
+"""Request bodies of the management surface. Unknown fields are ignored."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from chalicelib.api.schemas import Schema
+
+Name = Field(min_length=1, max_length=255)
+
+
+class OrganizationIn(Schema):
+    name: str = Name
+    permalink: str | None = None
+    time_zone: str = "UTC"
+
+
+class ServerIn(Schema):
+    name: str = Name
+    permalink: str | None = None
+    mode: Literal["Live", "Development"] = "Live"
+
+
+class ServerUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    mode: Literal["Live", "Development"] | None = None
+    track_opens: bool | None = None
+    track_clicks: bool | None = None
+    message_retention_days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class SuspendIn(Schema):
+    reason: str | None = Field(default=None, max_length=255)
+
+
+class IPPoolAssign(Schema):
+    ip_pool_id: int | None
+
+
+class DomainIn(Schema):
+    name: str = Field(min_length=1, max_length=253)
+
+
+class CredentialIn(Schema):
+    type: Literal["API", "SMTP", "SMTP-IP"]
+    name: str = Name
+    ip_range: str | None = None
+    hold: bool = False
+
+
+class CredentialUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    hold: bool | None = None
+
+
+class IPPoolIn(Schema):
+    name: str = Name
+    default: bool = False
+
+
+class IPAddressIn(Schema):
+    ipv4: str | None = None
+    ipv6: str | None = None
+    hostname: str = Field(min_length=1, max_length=255)
+    priority: int = Field(default=100, ge=0, le=1000)
+
+
+class AdminKeyIn(Schema):
+    name: str = Name

@@ -1,0 +1,22 @@
+"""Request bodies of the stream endpoints. Unknown fields are ignored."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from chalicelib.api.schemas import Schema
+
+
+class StreamIn(Schema):
+    name: str = Field(min_length=1, max_length=255)
+    stream_type: Literal["transactional", "broadcast"] = "transactional"
+    permalink: str | None = None
+    description: str | None = Field(default=None, max_length=10_000)
+
+
+class StreamUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    description: str | None = Field(default=None, max_length=10_000)
+    # Accepted only unchanged: a stream's type is fixed at creation.
+    stream_type: Literal["transactional", "broadcast"] | None = None

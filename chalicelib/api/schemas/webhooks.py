@@ -1,0 +1,20 @@
+"""Request bodies of the webhook endpoints (the spec's Webhook fields). Event names and the
+URL are checked by the service, which lists the valid names in its error."""
+from __future__ import annotations
+
+from pydantic import Field, StrictBool
+
+from chalicelib.api.schemas import Schema
+
+
+class WebhookIn(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[str] = Field(default_factory=list)
+    sign: StrictBool = True
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: StrictBool = True
+
+
+class WebhookTestIn(Schema):
+    event: str

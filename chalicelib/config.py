@@ -1,0 +1,282 @@
+"""Typed settings, read lazily from the environment.
+
+Every key of the spec has a dotted name (``auth.max_login_attempts``) and an environment
+variable derived from it (``AUTH_MAX_LOGIN_ATTEMPTS``). Operational settings (``DATABASE_URL``,
+``PORT``...) are plain environment variables. Nothing is read at import time: Chalice's test
+client and Lambda both set the environment after our modules are imported, so callers use
+``get_settings()`` and the cache is refreshed whenever the environment changes.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*$", re.IGNORECASE)
+_SIZE_FACTORS = {None: 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
+                 "g": 1024**3, "gb": 1024**3}
+
+
+def _parse_size(raw: str) -> int:
+    match = _SIZE.match(raw)
+    if not match:
+        raise ValueError(f"expected a size such as 14MB or 10485760, got {raw!r}")
+    unit = match.group(2).lower() if match.group(2) else None
+    return int(match.group(1)) * _SIZE_FACTORS[unit]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its attribute, environment variable, default and meaning."""
+
+    attr: str
+    env: str
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+    spec_key: str | None = None
+
+
+def _spec(dotted: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
+    attr = dotted.replace(".", "_")
+    return Key(attr, attr.upper(), default, parse, doc, dotted)
+
+
+def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
+    return Key(name.lower(), name, default, parse, doc)
+
+
+MB = 1024 * 1024
+
+KEYS: tuple[Key, ...] = (
+    # Spec keys (defaults from the spec, or DESIGN.md where the spec says "not shown").
+    _spec("auth.session_timeout_days", 14, int, "Session lifetime in days."),
+    _spec("auth.max_login_attempts", 5, int, "Failed logins before the account is locked."),
+    _spec("auth.lockout_minutes", 15, int, "How long a locked account stays locked."),
+    _spec("auth.minimum_password_length", 8, int, "Minimum password length (registration, reset, change)."),
+    _spec("auth.allow_registration", False, _parse_bool, "Allow self-registration."),
+    _spec("auth.allow_organization_creation", True, _parse_bool, "Allow signed-in users to create organizations."),
+    _spec("auth.frontend_url", "", str, "Where password-reset and invitation links point."),
+    _spec("password_reset_expiry_hours", 2, int, "Password reset token lifetime in hours."),
+    _spec("invitation_expiry_days", 7, int, "Invitation lifetime in days."),
+    _spec("smtp_server.max_message_size", 14 * MB, _parse_size,
+          "Largest message accepted over HTTP or SMTP, in bytes (suffixes KB/MB/GB accepted)."),
+    _spec("auth.oidc.enabled", False, _parse_bool, "Enable OpenID Connect single sign-on."),
+    _spec("auth.oidc.issuer", "", str, "OIDC issuer URL (discovery at /.well-known/openid-configuration)."),
+    _spec("auth.oidc.client_id", "", str, "OIDC client id."),
+    _spec("auth.oidc.client_secret", "", str, "OIDC client secret (empty for public clients)."),
+    _spec("auth.oidc.redirect_uri", "", str, "The callback URL registered at the provider (…/api/v2/auth/oidc/callback)."),
+    # Operational settings.
+    _env("DATABASE_URL", "sqlite:///var/email-service.db", str,
+         "SQLAlchemy URL. PostgreSQL: postgresql+pg8000://user:pass@host/db."),
+    _env("PORT", 8000, int, "HTTP API port of the local stack."),
+    _env("SMTP_PORT", 2525, int, "SMTP gateway port of the local stack."),
+    _env("SMTP_SUBMISSION_PORTS", "", str,
+         "More plain+STARTTLS listener ports of the gateway, comma-separated (the container: 25,587)."),
+    _env("SMTP_TLS_PORT", 0, int, "Implicit-TLS listener port of the gateway (465); 0 turns it off."),
+    _env("SMTP_TLS_CERT_PATH", "", str,
+         "PEM certificate (chain) of the gateway; empty: a self-signed one generated beside SIGNING_KEY_PATH."),
+    _env("SMTP_TLS_KEY_PATH", "", str, "PEM private key of SMTP_TLS_CERT_PATH."),
+    _env("SMTP_AUTH_REQUIRE_TLS", True, _parse_bool, "Offer AUTH only on TLS connections."),
+    _env("SMTP_AUTH_MAX_FAILURES", 5, int,
+         "Failed AUTH attempts per client address (in the window) before AUTH is refused."),
+    _env("SMTP_AUTH_FAILURE_WINDOW_SECONDS", 900.0, float,
+         "Window over which failed AUTH attempts of a client address are counted."),
+    _env("SMTP_AUTH_FAILURE_DELAY_SECONDS", 0.5, float,
+         "Delay added per counted failure before answering a failed AUTH (slows guessing)."),
+    _env("SMTP_MAX_RECIPIENTS", 100, int, "Recipients accepted per SMTP transaction."),
+    _env("INBOUND_MAX_ATTEMPTS", 10, int, "Delivery attempts of an inbound message to its endpoint."),
+    _env("INBOUND_TIMEOUT_SECONDS", 30.0, float, "Per-attempt timeout of an endpoint delivery."),
+    _env("HOST", "127.0.0.1", str, "Address the local stack listens on."),
+    _env("ADMIN_API_KEY", "", str, "When set, seeded at start as an admin API key so operators can begin."),
+    _env("SIGNING_KEY_PATH", "var/signing_key.pem", str,
+         "Installation RSA-2048 key (PEM); signs webhooks. Generated on first start when missing."),
+    _env("ENCRYPTION_KEY", "", str,
+         "Fernet key(s), comma-separated, first encrypts; encrypts secrets at rest. "
+         "Empty: derived from the signing key."),
+    _env("DELIVERY_RELAY", "", str, "host:port of a smarthost; empty means the recipient domain's MX hosts."),
+    _env("TIME_SCALE", 1.0, float, "Factor applied to every scheduled delay (0.001 turns hours into seconds)."),
+    _env("WEBHOOKS_ALLOW_PRIVATE_TARGETS", False, _parse_bool,
+         "Allow webhook and endpoint URLs that resolve to loopback or private addresses."),
+    _env("WEBHOOKS_TIMEOUT_SECONDS", 15.0, float, "Per-attempt timeout of a webhook delivery."),
+    _env("DELIVERY_MAX_ATTEMPTS", 18, int, "Delivery attempts of an outgoing message before HardFail."),
+    _env("DELIVERY_RETRY_SCHEDULE", "", str,
+         "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
+    _env("DELIVERY_TIMEOUT_SECONDS", 60.0, float, "Socket timeout of an SMTP delivery attempt."),
+    _env("WEBHOOK_LOG_RETENTION_DAYS", 30, int, "How long webhook attempt logs are kept."),
+    _env("RETENTION_INTERVAL_SECONDS", 3600.0, float,
+         "How often the local stack prunes expired rows (AWS: an hourly schedule)."),
+    _env("SUPPRESSION_EXPIRY_DAYS", 30, int, "How long a hard-failed recipient stays suppressed."),
+    _env("SMTP_HOSTNAME", "localhost", str,
+         "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
+    _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
+    _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
+    _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
+    _env("PUBLIC_URL", "", str, "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT."),
+    _env("TRACKING_MACHINE_SECONDS", 5.0, float,
+         "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
+    _env("QUEUE_BACKEND", "local", str, "'local' (in-process scheduler) or 'sqs'."),
+    _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
+    _env("SWEEP_INTERVAL_SECONDS", 30.0, float, "How often the local stack's sweeper looks for due rows."),
+    _env("CLAIM_TIMEOUT_SECONDS", 960.0, float,
+         "How long a worker's claim on a row lasts; longer than the Lambda timeout."),
+    _env("MAX_REQUEST_BYTES", 20 * MB, _parse_size, "Largest HTTP request body accepted."),
+    _env("LOG_LEVEL", "INFO", str, "Python logging level."),
+    _env("PASSWORD_HASH_TIME_COST", 3, int, "argon2id iterations; hashes made otherwise are upgraded at login."),
+    _env("PASSWORD_HASH_MEMORY_KIB", 65536, int, "argon2id memory in KiB (64 MiB default)."),
+    _env("PASSWORD_HASH_PARALLELISM", 4, int, "argon2id lanes."),
+)
+
+KEYS_BY_ATTR = {key.attr: key for key in KEYS}
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    auth_session_timeout_days: int
+    auth_max_login_attempts: int
+    auth_lockout_minutes: int
+    auth_minimum_password_length: int
+    auth_allow_registration: bool
+    auth_allow_organization_creation: bool
+    auth_frontend_url: str
+    password_reset_expiry_hours: int
+    invitation_expiry_days: int
+    smtp_server_max_message_size: int
+    auth_oidc_enabled: bool
+    auth_oidc_issuer: str
+    auth_oidc_client_id: str
+    auth_oidc_client_secret: str
+    auth_oidc_redirect_uri: str
+    database_url: str
+    port: int
+    smtp_port: int
+    smtp_submission_ports: str
+    smtp_tls_port: int
+    smtp_tls_cert_path: str
+    smtp_tls_key_path: str
+    smtp_auth_require_tls: bool
+    smtp_auth_max_failures: int
+    smtp_auth_failure_window_seconds: float
+    smtp_auth_failure_delay_seconds: float
+    smtp_max_recipients: int
+    inbound_max_attempts: int
+    inbound_timeout_seconds: float
+    host: str
+    admin_api_key: str
+    signing_key_path: str
+    encryption_key: str
+    delivery_relay: str
+    time_scale: float
+    webhooks_allow_private_targets: bool
+    webhooks_timeout_seconds: float
+    delivery_max_attempts: int
+    delivery_retry_schedule: str
+    delivery_timeout_seconds: float
+    suppression_expiry_days: int
+    webhook_log_retention_days: int
+    retention_interval_seconds: float
+    smtp_hostname: str
+    return_path_domain: str
+    spf_include: str
+    dkim_selector: str
+    public_url: str
+    tracking_machine_seconds: float
+    queue_backend: str
+    sqs_queue_prefix: str
+    sweep_interval_seconds: float
+    claim_timeout_seconds: float
+    max_request_bytes: int
+    log_level: str
+    password_hash_time_cost: int
+    password_hash_memory_kib: int
+    password_hash_parallelism: int
+
+    @property
+    def effective_return_path_domain(self) -> str:
+        return self.return_path_domain or f"rp.{self.smtp_hostname}"
+
+    @property
+    def effective_spf_include(self) -> str:
+        return self.spf_include or f"spf.{self.smtp_hostname}"
+
+    @property
+    def effective_public_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def scaled(self, seconds: float) -> float:
+        """A scheduled delay after TIME_SCALE."""
+        return seconds * self.time_scale
+
+
+class ConfigError(Exception):
+    """A configuration value that cannot be parsed; names the variable."""
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for key in KEYS:
+        raw = env.get(key.env)
+        if raw is None:
+            values[key.attr] = key.default
+            continue
+        try:
+            values[key.attr] = key.parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{key.env}: {exc}") from None
+    return Settings(**values)
+
+
+_cache: tuple[tuple, Settings] | None = None
+
+
+_env_names: list = []
+
+
+def _fingerprint() -> tuple:
+    # Called on every get_settings() (many per request): read os.environ's backing dict with
+    # pre-encoded names instead of decoding ~100 values through os.environ.get each time.
+    data = getattr(os.environ, "_data", None)
+    if data is None or not hasattr(os.environ, "encodekey"):
+        return tuple(os.environ.get(key.env) for key in KEYS)
+    if len(_env_names) != len(KEYS):
+        _env_names[:] = [os.environ.encodekey(key.env) for key in KEYS]
+    get = data.get
+    return tuple(get(name) for name in _env_names)
+
+
+def get_settings() -> Settings:
+    """Current settings; re-read when any of our environment variables changed."""
+    global _cache
+    fingerprint = _fingerprint()
+    if _cache is None or _cache[0] != fingerprint:
+        _cache = (fingerprint, load_settings())
+    return _cache[1]
+
+
+def markdown_table() -> str:
+    """The README's configuration table (``python -m chalicelib.config``)."""
+    lines = ["| Environment variable | Spec key | Default | Meaning |", "|---|---|---|---|"]
+    for key in KEYS:
+        default = key.default if key.default != "" else "(empty)"
+        lines.append(f"| `{key.env}` | {f'`{key.spec_key}`' if key.spec_key else ''} "
+                     f"| `{default}` | {key.doc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,20 @@
+"""All models, imported together so SQLAlchemy and Alembic see the whole schema."""
+from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
+                                           PasswordResetToken, User, UserSession)
+from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
+                                           Submission, Suppression, Template)
+from chalicelib.db.models.organizations import (AdminApiKey, Credential, Domain, IPAddress, IPPool,
+                                                Organization, Server)
+from chalicelib.db.models.routes import Route
+from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
+from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookRequestLog
+
+__all__ = [
+    "AdminApiKey", "AuthEvent", "ClickEvent", "Credential", "Delivery", "Domain", "IPAddress",
+    "IPPool", "Invitation", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin",
+    "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "StatCounter", "Stream",
+    "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",
+    "WebhookRequest", "WebhookRequestLog",
+]
+
+from chalicelib.db import counters  # noqa: E402,F401  (keeps StatCounter in step on every flush)

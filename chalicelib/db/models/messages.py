@@ -1,0 +1,187 @@
+"""Mail: streams, templates, submissions (raw source stored once), per-recipient messages,
+delivery attempts, the event history, and the suppression list.
+
+A Message row is the truth for its pending work: ``status`` and ``next_attempt_at`` say what
+is due; ``locked_by``/``locked_at`` is a worker's claim (see services/claims.py).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (JSON, Boolean, DateTime, ForeignKey, Index, Integer, LargeBinary, String,
+                        Text, UniqueConstraint)
+from sqlalchemy.orm import Mapped, deferred, mapped_column, relationship
+
+from chalicelib import clock
+from chalicelib.db.base import Base, BigId, Timestamps
+
+
+class Stream(Timestamps, Base):
+    __tablename__ = "streams"
+    __table_args__ = (UniqueConstraint("server_id", "permalink"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    permalink: Mapped[str] = mapped_column(String(64), nullable=False)
+    stream_type: Mapped[str] = mapped_column(String(16), default="transactional", nullable=False)
+    description: Mapped[str | None] = mapped_column(Text)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+
+class Template(Timestamps, Base):
+    __tablename__ = "templates"
+    __table_args__ = (UniqueConstraint("server_id", "permalink"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    permalink: Mapped[str] = mapped_column(String(64), nullable=False)
+    subject: Mapped[str | None] = mapped_column(Text)
+    html_body: Mapped[str | None] = mapped_column(Text)
+    text_body: Mapped[str | None] = mapped_column(Text)
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+
+class Submission(Base):
+    """One accepted submission (HTTP send or SMTP DATA): the raw RFC 5322 source, stored once
+    and shared by the per-recipient messages. Its id is SendResult.message_id."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    message_id_header: Mapped[str | None] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(Integer, nullable=False)
+    raw: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_server_created", "server_id", "created_at"),
+        Index("ix_messages_server_status", "server_id", "status"),
+        Index("ix_messages_server_tag", "server_id", "tag"),
+        Index("ix_messages_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), nullable=False
+    )
+    submission_id: Mapped[int | None] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True
+    )
+    token: Mapped[str] = mapped_column(String(32), unique=True, nullable=False)
+    scope: Mapped[str] = mapped_column(String(16), default="outgoing", nullable=False)
+    bounce: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    rcpt_to: Mapped[str] = mapped_column(String(255), nullable=False)
+    mail_from: Mapped[str] = mapped_column(String(255), nullable=False)
+    subject: Mapped[str | None] = mapped_column(String(998))
+    message_id_header: Mapped[str | None] = mapped_column(String(255))
+    tag: Mapped[str | None] = mapped_column(String(255))
+    metadata_json: Mapped[Any | None] = mapped_column("metadata", JSON)
+    stream_id: Mapped[int | None] = mapped_column(ForeignKey("streams.id", ondelete="SET NULL"))
+    domain_id: Mapped[int | None] = mapped_column(ForeignKey("domains.id", ondelete="SET NULL"))
+    route_id: Mapped[int | None] = mapped_column(ForeignKey("routes.id", ondelete="SET NULL"))
+    original_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
+    )  # for bounces: the outgoing message this DSN is about
+    size: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    # Pending, Sent, SoftFail, HardFail, Held, Bounced (outgoing); Pending, Held, Delivered,
+    # Failed, Rejected (incoming)
+    status: Mapped[str] = mapped_column(String(16), default="Pending", nullable=False)
+    status_details: Mapped[str | None] = mapped_column(Text)
+    held: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    track_opens: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    track_clicks: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime())
+    locked_by: Mapped[str | None] = mapped_column(String(64))
+    locked_at: Mapped[datetime | None] = mapped_column(DateTime())
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime())
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime())
+    opens_count: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    clicks_count: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(), default=clock.now, onupdate=clock.now, nullable=False
+    )
+
+    submission: Mapped[Submission | None] = relationship()
+    stream: Mapped[Stream | None] = relationship()
+
+
+class MessageRaw(Base):
+    """The exact bytes sent on the wire for one message (after tracking and DKIM)."""
+
+    __tablename__ = "message_raws"
+
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    raw: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+
+
+class Delivery(Base):
+    """One delivery attempt of a message and its outcome."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    status: Mapped[str] = mapped_column(String(16), nullable=False)  # InFlight, Sent, SoftFail, HardFail
+    stage: Mapped[str | None] = mapped_column(String(16))  # connect, envelope, data, done
+    host: Mapped[str | None] = mapped_column(String(255))
+    code: Mapped[int | None] = mapped_column(Integer)
+    output: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[str | None] = mapped_column(Text)
+    tls: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+
+
+class MessageEvent(Base):
+    """History of a message: every event of the spec's table (MessageSent...) as it happened."""
+
+    __tablename__ = "message_events"
+    # the partial-hour edges of GET /stats/deliveries read a short range of this index
+    __table_args__ = (Index("ix_message_events_server_created", "server_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    event: Mapped[str] = mapped_column(String(32), nullable=False)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, nullable=False)
+    details: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+
+
+class Suppression(Base):
+    __tablename__ = "suppressions"
+    __table_args__ = (UniqueConstraint("server_id", "address"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    address: Mapped[str] = mapped_column(String(255), nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16), default="manual", nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime())

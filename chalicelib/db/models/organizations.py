@@ -1,0 +1,147 @@
+"""Tenancy: organizations, their mail servers, sending domains, credentials, IP pools, admin keys."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from chalicelib.db.base import Base, Timestamps, uuid_column
+
+
+class Organization(Timestamps, Base):
+    __tablename__ = "organizations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    permalink: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    time_zone: Mapped[str] = mapped_column(String(64), default="UTC", nullable=False)
+
+    servers: Mapped[list["Server"]] = relationship(
+        back_populates="organization", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class IPPool(Timestamps, Base):
+    __tablename__ = "ip_pools"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    name: Mapped[str] = mapped_column(String(255), unique=True, nullable=False)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+
+    ip_addresses: Mapped[list["IPAddress"]] = relationship(
+        back_populates="ip_pool", cascade="all, delete-orphan", passive_deletes=True,
+        order_by="IPAddress.id",
+    )
+
+
+class IPAddress(Timestamps, Base):
+    __tablename__ = "ip_addresses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ip_pool_id: Mapped[int] = mapped_column(
+        ForeignKey("ip_pools.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    ipv4: Mapped[str | None] = mapped_column(String(15))
+    ipv6: Mapped[str | None] = mapped_column(String(39))
+    hostname: Mapped[str] = mapped_column(String(255), nullable=False)
+    priority: Mapped[int] = mapped_column(Integer, default=100, nullable=False)
+
+    ip_pool: Mapped[IPPool] = relationship(back_populates="ip_addresses")
+
+
+class Server(Timestamps, Base):
+    """A mail server: the unit that owns domains, credentials, messages and webhooks."""
+
+    __tablename__ = "servers"
+    __table_args__ = (UniqueConstraint("organization_id", "permalink"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    organization_id: Mapped[int] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    permalink: Mapped[str] = mapped_column(String(64), nullable=False)
+    mode: Mapped[str] = mapped_column(String(16), default="Live", nullable=False)
+    suspended_at: Mapped[datetime | None] = mapped_column(DateTime())
+    suspension_reason: Mapped[str | None] = mapped_column(String(255))
+    ip_pool_id: Mapped[int | None] = mapped_column(ForeignKey("ip_pools.id", ondelete="SET NULL"))
+    track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
+    track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
+    message_retention_days: Mapped[int] = mapped_column(Integer, default=60, nullable=False)
+
+    organization: Mapped[Organization] = relationship(back_populates="servers")
+    ip_pool: Mapped[IPPool | None] = relationship()
+
+    @property
+    def suspended(self) -> bool:
+        return self.suspended_at is not None
+
+
+class Domain(Timestamps, Base):
+    """A sending domain. Its DKIM private key is stored encrypted (see services/secretbox.py)."""
+
+    __tablename__ = "domains"
+    __table_args__ = (UniqueConstraint("server_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    verification_token: Mapped[str] = mapped_column(String(64), nullable=False)
+    verified_at: Mapped[datetime | None] = mapped_column(DateTime())
+    dkim_selector: Mapped[str] = mapped_column(String(63), nullable=False)
+    dkim_private_key_encrypted: Mapped[str] = mapped_column(Text, nullable=False)
+    dkim_public_key: Mapped[str] = mapped_column(Text, nullable=False)
+    track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
+    track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
+
+    server: Mapped[Server] = relationship()
+
+    @property
+    def verified(self) -> bool:
+        return self.verified_at is not None
+
+
+class Credential(Timestamps, Base):
+    """API, SMTP or SMTP-IP credential. Keys are stored only as SHA-256 hashes."""
+
+    __tablename__ = "credentials"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    type: Mapped[str] = mapped_column(String(16), nullable=False)  # API, SMTP, SMTP-IP
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    key_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    key_hint: Mapped[str | None] = mapped_column(String(16))  # last characters, for display
+    ip_range: Mapped[str | None] = mapped_column(String(64))  # SMTP-IP: CIDR or address
+    hold: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+    server: Mapped[Server] = relationship()
+
+
+class AdminApiKey(Timestamps, Base):
+    """Machine key with full management access. Stored as a SHA-256 hash; revoked keys are kept."""
+
+    __tablename__ = "admin_api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = uuid_column()
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    key_hint: Mapped[str] = mapped_column(String(16), nullable=False)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime())
+    created_by_user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL")
+    )
+    seeded: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)

@@ -1,0 +1,427 @@
+"""The delivery worker (queue "deliveries"): one wake-up -> at most one SMTP attempt.
+
+Steps: load the Message row; not due yet -> re-enqueue for the rest of the wait (at most
+900 s, SQS's cap) and stop; claim the row (claims.claim: due, unclaimed, still Pending or
+SoftFail) so a duplicate wake-up or a racing worker does nothing; resolve the recipient's MX
+hosts; prepare the bytes once (tracking, then DKIM with the From domain's key; later attempts
+resend the same bytes from MessageRaw); talk SMTP; then record the Delivery attempt, the new
+status, its event, ``next_attempt_at`` and the release of the claim in ONE transaction.
+
+A worker that dies mid-attempt
+------------------------------
+Right before the DATA command the worker commits a Delivery row with status ``InFlight`` and
+stage ``data``. When the attempt finishes, that row becomes the attempt's record. If the
+worker dies before committing the outcome, the row stays claimed until its claim expires
+(CLAIM_TIMEOUT_SECONDS; the sweeper then wakes it again), so nothing stays locked for ever.
+The next worker to claim it finds the stale ``InFlight`` row and, since the remote server may
+well have accepted the message, does NOT resend: the attempt is recorded as ``Unknown`` and
+the message is ``Held`` for review with status_details saying why (no event fires: none of
+the four events means "outcome unknown"). A worker that dies before reaching DATA leaves no
+such row (the remote server cannot have accepted anything), so the message is simply retried.
+
+Round trips
+-----------
+Each of the three transactions is as few statements as possible, written with core SQL
+(no ORM unit of work): the claim is one ``UPDATE ... RETURNING`` whose RETURNING also reads
+the source, the bytes of an earlier attempt, the signing domain, a stale InFlight attempt and
+an active suppression; the InFlight marker (with the prepared bytes) and the outcome (message,
+attempt, event, counters, webhook fan-out) are each ONE statement on PostgreSQL, chained with
+data-modifying CTEs, and a few statements in one transaction on SQLite. The outcome's counters
+(``db/counters``) and webhook rows (``webhooks.fan_out_statement``) are computed here because
+no ORM flush sees core statements.
+"""
+from __future__ import annotations
+
+import calendar
+import logging
+import uuid as uuid_module
+from collections import Counter
+from datetime import timedelta
+from types import SimpleNamespace
+
+from sqlalchemy import Integer, bindparam, case, func, insert, literal, literal_column, or_, \
+    select, text, update
+
+from chalicelib import clock, queues
+from chalicelib.db import counters, session_scope
+from chalicelib.db.engine import autocommit_engine
+from chalicelib.db.models import (Delivery, Domain, Message, MessageEvent, MessageRaw,
+                                  Submission, Suppression, Webhook, WebhookRequest)
+from chalicelib.services import claims, delivery, dkim_signing, domains, retry, \
+    suppressions, tracking, webhooks
+from chalicelib.config import get_settings
+from chalicelib.queues import SQS_MAX_DELAY
+from chalicelib.workers.registry import QueueWorker, register
+
+log = logging.getLogger(__name__)
+
+QUEUE = "deliveries"
+ACTIVE = ("Pending", "SoftFail")
+M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
+              MessageRaw.__table__)
+WEBHOOKS_QUEUE = "webhooks"
+
+
+def _claimed_columns():
+    """What the claim's RETURNING reads: the message's own columns, named like Message's
+    attributes (so the row works where a Message is expected), and what the attempt needs."""
+    now = bindparam(claims.CLAIM_NOW, type_=Suppression.expires_at.type)
+
+    def outer(name: str):
+        # RETURNING renders columns unqualified, where a subquery's own table would win.
+        return literal_column(f"messages.{name}")
+
+    def domain(column):
+        return select(column).where(Domain.id == outer("domain_id")).scalar_subquery()
+
+    return (
+        M.c.id, M.c.server_id, M.c.token, M.c.rcpt_to, M.c.mail_from, M.c.scope, M.c.bounce,
+        M.c.tag, M.c.metadata.label("metadata_json"), M.c.stream_id, M.c.domain_id,
+        M.c.status, M.c.held, M.c.created_at, M.c.attempts, M.c.track_opens,
+        M.c.track_clicks,
+        select(Submission.raw).where(Submission.id == outer("submission_id"))
+        .scalar_subquery().label("source"),
+        select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent"),
+        domain(Domain.name).label("domain_name"),
+        domain(Domain.dkim_selector).label("dkim_selector"),
+        domain(Domain.dkim_private_key_encrypted).label("dkim_key"),
+        select(D.c.id).where(D.c.message_id == outer("id"), D.c.status == "InFlight")
+        .limit(1).scalar_subquery().label("stale"),
+        # suppressions.normalize() in SQL: rcpt_to was validated, so only case can differ.
+        select(Suppression.reason).where(
+            Suppression.server_id == outer("server_id"),
+            Suppression.address == func.lower(func.trim(outer("rcpt_to"))),
+            or_(Suppression.expires_at.is_(None), Suppression.expires_at > now))
+        .limit(1).scalar_subquery().label("suppressed"),
+    )
+
+
+def _claim_statement():
+    return claims.claim_statement(Message, _claimed_columns(), M.c.status.in_(ACTIVE),
+                                  M.c.scope == "outgoing")
+
+
+_statements: dict = {}
+
+
+def _cached(key, build):
+    """Our statements are built once per shape with bind parameters and reused: SQLAlchemy
+    then skips their construction, cache key and compilation (~1-3 ms per delivery)."""
+    stmt = _statements.get(key)
+    if stmt is None:
+        stmt = _statements[key] = build()
+    return stmt
+
+
+def return_path(message) -> str:
+    """The envelope sender: the bounce handler matches DSNs by the token in it."""
+    return f"{message.token}@{get_settings().effective_return_path_domain}"
+
+
+def process(message_id: int) -> str:
+    """Handle one wake-up; returns what happened (for tests and logs)."""
+    worker = claims.worker_id()
+    with session_scope() as db:
+        # Claim first (the common case is a due row): only a failed claim needs a closer look.
+        # The claim's UPDATE ... RETURNING reads everything the attempt needs.
+        claim = _cached("claim", _claim_statement)
+        params = claims.claim_params(message_id, worker)
+        autocommit = autocommit_engine()
+        if autocommit is not None:  # one statement: its own transaction, committed at once
+            with autocommit.connect() as conn:
+                message = conn.execute(claim, params).one_or_none()
+        else:
+            message = db.execute(claim, params).one_or_none()
+        if message is None:
+            db.rollback()
+            message = db.get(Message, message_id)
+            if message is None or message.status not in ACTIVE or \
+                    message.scope != "outgoing" or message.next_attempt_at is None:
+                return "nothing-to-do"
+            wait = (message.next_attempt_at - clock.now()).total_seconds()
+            if wait > 0:
+                queues.enqueue_after_commit(db, QUEUE, message_id, min(wait, SQS_MAX_DELAY))
+                return "early"
+            return "claimed-elsewhere"
+        try:
+            return _attempt(db, message, worker)
+        except BaseException:
+            # Leave the claim: it expires and the row is retried (an unexpected error must not
+            # turn into a tight loop). The session rolls back anything uncommitted.
+            log.exception("delivery of message %s failed unexpectedly", message_id)
+            raise
+
+
+def _attempt(db, message, worker: str) -> str:
+    if message.stale is not None:
+        return _resolve_unknown(db, message, message.stale, worker)
+    if message.suppressed is not None:
+        _finish(db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
+                                      "status_details": "the recipient is on the suppression list"},
+                event=("MessageHeld", f"{message.rcpt_to} is on the suppression list "
+                                      f"({message.suppressed})"))
+        return "held"
+    if message.domain_name is None or message.source is None:
+        outcome = delivery.Outcome(delivery.HARD, "the sending domain (or the message source) "
+                                   "was removed from the server; the message cannot be signed")
+        return _record(db, message, worker, outcome, None)
+    raw = None
+    data = message.sent
+    if data is None:
+        # Prepared once (tracking, then DKIM); every attempt sends these same bytes, and GET
+        # .../raw shows them. Written with the InFlight marker (or the outcome).
+        data = raw = _prepare(db, message)
+    db.commit()  # no transaction (nor SQLite write lock) stays open during network I/O
+    try:
+        hosts = delivery.targets(message.rcpt_to.rpartition("@")[2])
+    except delivery.TargetError as exc:
+        outcome = delivery.Outcome(exc.status, exc.details,
+                                   recipient_rejected=exc.recipient_rejected)
+        return _record(db, message, worker, outcome, None, raw)
+    in_flight: list[int] = []
+
+    def before_data(host: str) -> None:
+        nonlocal raw
+        in_flight.append(_mark_in_flight(db, message.id, host, raw))
+        raw = None
+
+    outcome = delivery.send(hosts, mail_from=return_path(message), rcpt_to=message.rcpt_to,
+                            data=data, before_data=before_data)
+    return _record(db, message, worker, outcome, in_flight[0] if in_flight else None, raw)
+
+
+def _prepare(db, message) -> bytes:
+    prepared = tracking.prepare_outgoing(db, message, message.source)
+    key = domains.dkim_private_key(SimpleNamespace(dkim_private_key_encrypted=message.dkim_key))
+    return dkim_signing.sign_message(prepared, domain=message.domain_name,
+                                     selector=message.dkim_selector, private_pem=key)
+
+
+def _run(db, key: tuple, build, params: dict):
+    """Run the statements ``build()`` returns (cached per ``key``, their shape) with
+    ``params`` as one transaction's writes, commit, and return the last one's rows. On
+    PostgreSQL they are ONE statement (data-modifying CTEs, each seeing the snapshot from
+    before the statement: none of them reads what another writes); elsewhere one by one."""
+    dialect = db.get_bind().dialect.name
+    composed = _cached((dialect, *key), lambda: _compose(dialect, build()))
+    if dialect == "postgresql":
+        return _single(db, composed, params)
+    rows = []
+    for stmt, names in composed:
+        # Only its own parameters (other keys would read as columns of an INSERT/UPDATE);
+        # .all(): an open RETURNING cursor would keep SQLite busy.
+        rows = db.execute(stmt, {n: params[n] for n in names if n in params}).all()
+    db.commit()
+    return rows
+
+
+def _compose(dialect: str, statements: list):
+    if dialect != "postgresql":
+        return [(stmt, tuple(stmt.compile().params)) for stmt in statements]
+    if len(statements) == 1:
+        return statements[0]
+    ctes = [stmt.cte(f"w{i}") for i, stmt in enumerate(statements[:-1])]
+    return select(statements[-1].cte("last")).add_cte(*ctes)
+
+
+def _single(db, stmt, params: dict):
+    """Run ONE statement as its own transaction and return its rows. Unless the session
+    holds uncommitted work that must commit with it (a suppression, a stale attempt's
+    update), that is autocommit mode on PostgreSQL: no BEGIN and no COMMIT round trip, and a
+    single statement is atomic all the same."""
+    autocommit = None if db.in_transaction() else autocommit_engine()
+    if autocommit is None:
+        rows = db.execute(stmt, params).all()
+        db.commit()
+        return rows
+    with autocommit.connect() as conn:
+        return conn.execute(stmt, params).all()
+
+
+def _bind(name: str, column):
+    return bindparam(name, type_=column.type)
+
+
+def _in_flight_statements(with_raw: bool) -> list:
+    statements = []
+    if with_raw:
+        statements.append(insert(R).values(message_id=_bind("i_mid", R.c.message_id),
+                                           raw=_bind("i_raw", R.c.raw))
+                          .returning(R.c.message_id))
+    statements.append(insert(D).values(message_id=_bind("i_mid", D.c.message_id),
+                                       status="InFlight", stage="data",
+                                       host=_bind("i_host", D.c.host), tls=False,
+                                       created_at=_bind("i_now", D.c.created_at))
+                      .returning(D.c.id))
+    return statements
+
+
+def _mark_in_flight(db, message_id: int, host: str, raw: bytes | None) -> int:
+    params = {"i_mid": message_id, "i_host": host, "i_now": clock.now()}
+    if raw is not None:
+        params["i_raw"] = raw
+    # _run commits: the marker is durable before the remote server can accept the message
+    [(row_id,)] = _run(db, ("in_flight", raw is not None),
+                       lambda: _in_flight_statements(raw is not None), params)
+    return row_id
+
+
+def _finish_statements(dialect: str, values: tuple, attempt: tuple | None, attempt_id: bool,
+                       raw: bool, counter_items: list, event: bool) -> list:
+    """The outcome's statements for one shape, every value a bind parameter (m_*, a_*, r_raw,
+    e_*, the counters' own names, wh_event): see ``_finish`` for the values."""
+    mid, now, worker = _bind("m_id", M.c.id), _bind("m_now", M.c.updated_at), \
+        _bind("m_worker", M.c.locked_by)
+    mine = M.c.locked_by == worker
+    statements = [update(M).where(M.c.id == mid)
+                  # updated_at explicitly: a CTE's DML gets no Python-side onupdate
+                  .values(**{k: _bind(f"m_{k}", M.c[k]) for k in values}, updated_at=now,
+                          locked_by=case((mine, None), else_=M.c.locked_by),
+                          locked_at=case((mine, None), else_=M.c.locked_at))
+                  .returning(M.c.id)]
+    if attempt is not None:
+        columns = {k: _bind(f"a_{k}", D.c[k]) for k in attempt}
+        statements.append(
+            update(D).where(D.c.id == _bind("a_id", D.c.id)).values(**columns)
+            .returning(D.c.id) if attempt_id else
+            insert(D).values(message_id=mid, **columns).returning(D.c.id))
+    if raw:
+        statements.append(insert(R).values(message_id=mid, raw=_bind("r_raw", R.c.raw))
+                          .returning(R.c.message_id))
+    if event:
+        statements.append(insert(E).values(
+            message_id=mid, server_id=_bind("e_server", E.c.server_id),
+            event=_bind("e_event", E.c.event), uuid=_bind("e_uuid", E.c.uuid),
+            details=_bind("e_details", E.c.details), created_at=now).returning(E.c.id))
+    if counter_items:
+        upsert = counters.upsert_statement(dialect, counter_items, returning=True)
+        # the parameters _finish passes must be exactly the upsert's own
+        assert set(upsert.compile().params) == set(_counter_params(counter_items))
+        statements.append(upsert)
+    if event:
+        statements.append(_fan_out_statement(dialect, mid, now))
+    return statements
+
+
+def _counter_params(items: list) -> dict:
+    """The bind values of ``counters.upsert_statement(items)`` (its naming, checked once per
+    shape in ``_finish_statements``)."""
+    params = {}
+    for i, (key, n) in enumerate(items):
+        params.update({f"s{i}": key[0], f"p{i}": key[1], f"b{i}": key[2], f"m{i}": key[3],
+                       f"d{i}": key[4], f"n{i}": n})
+    return params
+
+
+def _fan_out_statement(dialect: str, mid, now):
+    """``webhooks.fan_out_statement`` with bind parameters (e_server, e_event, e_uuid,
+    e_body, wh_event): one INSERT ... SELECT FROM webhooks ... RETURNING id."""
+    table, hooks = WebhookRequest.__table__, Webhook.__table__
+    rows = select(hooks.c.server_id, hooks.c.id, mid, _bind("e_event", table.c.event),
+                  _bind("e_uuid", table.c.uuid), _bind("e_body", table.c.body),
+                  literal(0, Integer), now, now) \
+        .where(hooks.c.server_id == _bind("e_server", hooks.c.server_id),
+               hooks.c.enabled.is_(True), text(webhooks.SUBSCRIBED_SQL[dialect]))
+    return insert(table).from_select(
+        ["server_id", "webhook_id", "message_id", "event", "uuid", "body", "attempts",
+         "next_attempt_at", "created_at"], rows).returning(table.c.id)
+
+
+def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | None = None,
+            attempt: dict | None = None, attempt_id: int | None = None,
+            raw: bytes | None = None) -> list[int]:
+    """The outcome's writes in one transaction: the message (and the release of our claim),
+    the attempt, the prepared bytes, the event with its counters and webhook rows. Commits;
+    the webhook rows are woken when the session scope ends."""
+    dialect = db.get_bind().dialect.name
+    now = clock.now()
+    params = {"m_id": message.id, "m_now": now, "m_worker": worker,
+              **{f"m_{k}": v for k, v in values.items()}}
+    if attempt is not None:
+        params.update({f"a_{k}": v for k, v in attempt.items()}, a_id=attempt_id)
+    if raw is not None:
+        params["r_raw"] = raw
+    deltas: Counter = Counter()
+    before = (message.scope, message.status, message.bounce, message.held, message.stream_id,
+              message.tag, message.created_at)
+    after = (message.scope, values.get("status", message.status), message.bounce,
+             values.get("held", message.held), message.stream_id, message.tag,
+             message.created_at)
+    if before != after:
+        counters.message_change(message.server_id, before, after, deltas)
+    if event is not None:
+        name, details = event
+        event_uuid = str(uuid_module.uuid4())
+        body = webhooks.build_body(name, event_uuid, calendar.timegm(now.timetuple()),
+                                   webhooks.message_fields(message), details)
+        params.update(e_server=message.server_id, e_event=name, e_uuid=event_uuid,
+                      e_details=details, e_body=body, wh_event=name)
+        counters.event_inserted(message.server_id, name, now, deltas)
+    items = sorted((key, n) for key, n in deltas.items() if n)
+    if dialect not in ("postgresql", "sqlite"):
+        items = []
+    params.update(_counter_params(items))
+    shape = ("finish", tuple(values), tuple(attempt) if attempt is not None else None,
+             attempt_id is not None, raw is not None, len(items), event is not None)
+    rows = _run(db, shape, lambda: _finish_statements(dialect, *shape[1:5], items,
+                                                      event is not None), params)
+    hooks = [row[0] for row in rows] if event is not None else []
+    for hook_id in hooks:  # woken when the session scope ends, after every commit
+        queues.enqueue_after_commit(db, WEBHOOKS_QUEUE, hook_id)
+    return hooks
+
+
+def _record(db, message, worker: str, outcome: delivery.Outcome, attempt_id: int | None,
+            raw: bytes | None = None) -> str:
+    now = clock.now()
+    attempts = message.attempts + 1
+    status = outcome.status
+    details = outcome.details
+    values = {"attempts": attempts, "last_attempt_at": now}
+    attempt_status = status
+    if status == delivery.SENT:
+        values.update(status="Sent", sent_at=now, next_attempt_at=None)
+        event = ("MessageSent", details)
+    elif status == delivery.SOFT and (wait := retry.delay_seconds(attempts)) is not None:
+        next_at = now + timedelta(seconds=wait)
+        values.update(status="SoftFail", next_attempt_at=next_at)
+        event = ("MessageDelayed", f"{details}; attempt {attempts} of {retry.max_attempts()}, "
+                                   f"next attempt at {next_at.replace(microsecond=0).isoformat()}Z")
+        queues.enqueue_after_commit(db, QUEUE, message.id, min(wait, SQS_MAX_DELAY))
+    else:
+        if status == delivery.SOFT:
+            details = f"retries exhausted after {attempts} attempts; last: {details}"
+            attempt_status = delivery.HARD
+        values.update(status="HardFail", next_attempt_at=None)
+        event = ("MessageDeliveryFailed", details)
+        if outcome.recipient_rejected:
+            suppressions.suppress(db, message.server_id, message.rcpt_to,
+                                  f"hard failure: {details}"[:1000], "hard_fail")
+    values["status_details"] = details
+    attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
+                   code=outcome.code, output=outcome.output, details=details, tls=outcome.tls,
+                   duration_ms=outcome.duration_ms, created_at=now)
+    _finish(db, message, worker, values, event=event, attempt=attempt, attempt_id=attempt_id,
+            raw=raw)
+    return status
+
+
+def _resolve_unknown(db, message, stale_id: int, worker: str) -> str:
+    stale = db.get(Delivery, stale_id)
+    stale.status = "Unknown"
+    stale.details = ("the worker stopped after starting to transmit the message data to "
+                     f"{stale.host}; the remote server may have accepted it")
+    db.flush()
+    _finish(db, message, worker, {
+        "status": "Held", "held": True, "next_attempt_at": None,
+        "status_details": ("delivery outcome unknown (a worker stopped after sending the "
+                           "message data); held for review instead of risking a duplicate")})
+    return "unknown"
+
+
+def find_due(db, limit: int, grace: float) -> list[int]:
+    return claims.due_ids(db, Message, limit, grace, Message.status.in_(ACTIVE),
+                          Message.scope == "outgoing")
+
+
+register(QueueWorker(QUEUE, process=process, find_due=find_due))

@@ -1,0 +1,37 @@
+"""Which function handles each queue, and how the sweeper finds each queue's due rows.
+
+Worker modules register themselves at import (see ``load_workers``)."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy.orm import Session
+
+
+@dataclass
+class QueueWorker:
+    queue: str
+    process: Callable[[int], None]          # handle one wake-up for row id
+    find_due: Callable[[Session, int, float], list[int]]  # (db, limit, grace) -> due row ids
+
+
+WORKERS: dict[str, QueueWorker] = {}
+
+# Modules that register workers; later issues append theirs.
+WORKER_MODULES: list[str] = [
+    "chalicelib.workers.delivery",
+    "chalicelib.workers.webhooks",
+    "chalicelib.workers.inbound",
+]
+
+
+def register(worker: QueueWorker) -> None:
+    WORKERS[worker.queue] = worker
+
+
+def load_workers() -> dict[str, QueueWorker]:
+    for module in WORKER_MODULES:
+        importlib.import_module(module)
+    return WORKERS

@@ -1,0 +1,84 @@
+"""The engine's PostgreSQL round-trip savings: pg8000 statements pipelined into one flush
+(errors at each protocol step still raise and leave the connection usable) and the
+autocommit engine (a statement is committed on its own, nothing left open)."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, ProgrammingError
+
+from chalicelib.db.engine import autocommit_engine, get_engine
+from tests.conftest import TEST_DATABASE_URL
+
+postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
+                                   reason="needs PostgreSQL (pg8000 protocol)")
+pytestmark = [pytest.mark.postgres_only, postgres_only]
+
+
+@pytest.fixture
+def scratch(database):
+    engine = get_engine(database)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS pg8000_pipeline_probe "
+                          "(id integer PRIMARY KEY, note text)"))
+        conn.execute(text("DELETE FROM pg8000_pipeline_probe"))
+    yield engine
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE pg8000_pipeline_probe"))
+
+
+def test_pipelined_statements_return_rows_counts_and_nulls(scratch):
+    with scratch.begin() as conn:
+        inserted = conn.execute(text("INSERT INTO pg8000_pipeline_probe VALUES (:a, :n), (:b, NULL) "
+                                     "RETURNING id, note"), {"a": 1, "n": "x", "b": 2}).all()
+        assert [tuple(r) for r in inserted] == [(1, "x"), (2, None)]
+        updated = conn.execute(text("UPDATE pg8000_pipeline_probe SET note = :n"), {"n": "y"})
+        assert updated.rowcount == 2
+        assert conn.execute(text("SELECT count(*) FROM pg8000_pipeline_probe WHERE id > :i"),
+                            {"i": 5}).scalar_one() == 0
+
+
+@pytest.mark.parametrize("sql, params", [
+    ("SELEC 1", {}),                                                     # fails at Parse
+    ("SELECT id FROM pg8000_pipeline_probe WHERE id = :i", {"i": "abc"}),  # fails at Bind
+    ("SELECT 1 / (:z - :z)", {"z": 3}),                                  # fails at Execute
+])
+def test_an_error_at_any_step_raises_and_the_connection_stays_usable(scratch, sql, params):
+    with scratch.connect() as conn:
+        with pytest.raises((DBAPIError, ProgrammingError)):
+            conn.execute(text(sql), params)
+        conn.rollback()
+        assert conn.execute(text("SELECT CAST(:v AS integer)"), {"v": 7}).scalar_one() == 7
+
+
+def test_a_unique_violation_rolls_back_only_its_transaction(scratch):
+    with scratch.begin() as conn:
+        conn.execute(text("INSERT INTO pg8000_pipeline_probe VALUES (1, 'kept')"))
+    with scratch.connect() as conn:
+        with pytest.raises(DBAPIError):
+            conn.execute(text("INSERT INTO pg8000_pipeline_probe VALUES (:i, 'dup')"), {"i": 1})
+        conn.rollback()
+        assert conn.execute(text("SELECT note FROM pg8000_pipeline_probe WHERE id = 1")
+                            ).scalar_one() == "kept"
+
+
+def test_autocommit_engine_commits_each_statement_and_leaves_nothing_open(scratch):
+    engine = autocommit_engine(TEST_DATABASE_URL)
+    assert engine is not None and engine is autocommit_engine(TEST_DATABASE_URL)
+    with engine.connect() as conn:
+        conn.execute(text("INSERT INTO pg8000_pipeline_probe VALUES (5, 'auto')"))
+        # visible to another connection at once: the statement was its own transaction
+        with scratch.connect() as other:
+            assert other.execute(text("SELECT note FROM pg8000_pipeline_probe WHERE id = 5")
+                                 ).scalar_one() == "auto"
+        assert not conn.connection.dbapi_connection._in_transaction
+
+
+def test_driver_patches_only_apply_to_the_release_they_were_written_for(monkeypatch):
+    import pg8000
+
+    from chalicelib.db import engine
+
+    assert pg8000.__version__ == engine.PATCHED_PG8000_VERSION  # requirements.txt pins it
+    monkeypatch.setattr(pg8000, "__version__", "9.9.9")
+    assert engine._pg8000_is_patchable() is False

@@ -1,0 +1,147 @@
+"""The queue port: SQS through moto with real Lambda event shapes, the in-process scheduler,
+poison messages, and the sweeper."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from chalicelib import queues
+from chalicelib.workers import dispatch, registry, sweeper
+
+PREFIX = "test-es-"
+
+
+@pytest.fixture
+def sqs(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        client = boto3.client("sqs", region_name="us-east-1")
+        urls = {name: client.create_queue(QueueName=PREFIX + name)["QueueUrl"]
+                for name in queues.QUEUE_NAMES}
+        yield client, urls
+
+
+@pytest.fixture
+def recording_worker(monkeypatch):
+    """Replace the deliveries worker with one that records the row ids it is given.
+
+    Its due rows are seen only from the test's own thread: a local stack started by another
+    test may still be sweeping in the background, and must not find them too."""
+    registry.load_workers()
+    seen: list[int] = []
+    test_thread = threading.get_ident()
+
+    def find_due(db, limit, grace):
+        return [101, 102] if threading.get_ident() == test_thread else []
+
+    def process(row_id: int) -> None:
+        if row_id == 13:
+            raise RuntimeError("transient failure")
+        seen.append(row_id)
+
+    monkeypatch.setitem(registry.WORKERS, "deliveries",
+                        registry.QueueWorker("deliveries", process, find_due))
+    return seen
+
+
+def _lambda_event(messages, arn):
+    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
+                         "body": m["Body"], "attributes": {}, "messageAttributes": {},
+                         "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs",
+                         "eventSourceARN": arn, "awsRegion": "us-east-1"} for m in messages]}
+
+
+def test_sqs_port_caps_delay_at_900_seconds(sqs):
+    client, urls = sqs
+    port = queues.SqsPort(client=client, prefix=PREFIX)
+    port.send("deliveries", {"id": 7}, delay_seconds=5000)
+    port.send("deliveries", {"id": 8}, delay_seconds=0)
+    # moto honours DelaySeconds: only the undelayed message is visible now.
+    received = client.receive_message(QueueUrl=urls["deliveries"], MaxNumberOfMessages=10)
+    assert [json.loads(m["Body"]) for m in received["Messages"]] == [{"id": 8}]
+    sent = []
+    port._client = type("Spy", (), {"send_message": lambda self, **kw: sent.append(kw),
+                                    "get_queue_url": client.get_queue_url})()
+    port.send("deliveries", {"id": 9}, delay_seconds=3600)
+    assert sent[0]["DelaySeconds"] == 900
+
+
+def test_lambda_handler_processes_each_record_and_survives_poison(sqs, recording_worker, monkeypatch):
+    client, urls = sqs
+    for body in ('{"id": 1}', "not json", '{"id": 13}', '{"nope": 1}', '{"id": -4}', '{"id": 2}'):
+        client.send_message(QueueUrl=urls["deliveries"], MessageBody=body)
+    messages = client.receive_message(QueueUrl=urls["deliveries"], MaxNumberOfMessages=10)["Messages"]
+    assert len(messages) == 6
+    import app as app_module
+
+    # The ARN names the deployed queue (the app's prefix), whatever moto called it.
+    arn = f"arn:aws:sqs:us-east-1:123456789012:{app_module._PREFIX}deliveries"
+    outcome = app_module.deliveries_worker(_lambda_event(messages, arn), None)
+    assert sorted(recording_worker) == [1, 2]
+    assert outcome == {"done": 2, "poison": 3, "failed": 1}
+
+
+def test_dispatch_never_raises():
+    assert dispatch.dispatch("no-such-queue", '{"id": 1}') == "unknown-queue"
+    assert dispatch.parse_wakeup('{"id": true}') is None
+    assert dispatch.parse_wakeup('{"id": "3"}') is None
+    assert dispatch.parse_wakeup('{"id": 3}') == 3
+
+
+def test_local_port_runs_due_messages_in_time_order():
+    port = queues.LocalPort(workers=1)
+    seen: list[tuple[str, int]] = []
+    done = threading.Event()
+
+    def handle(queue, body):
+        seen.append((queue, json.loads(body)["id"]))
+        if len(seen) == 3:
+            done.set()
+
+    port.start(handle)
+    try:
+        port.send("webhooks", {"id": 3}, delay_seconds=0.3)
+        port.send("deliveries", {"id": 1})
+        port.send("deliveries", {"id": 2}, delay_seconds=0.1)
+        assert done.wait(10)
+    finally:
+        port.stop()
+    assert seen == [("deliveries", 1), ("deliveries", 2), ("webhooks", 3)]
+
+
+def test_enqueue_failure_is_not_fatal(monkeypatch):
+    class Broken:
+        def send(self, *a, **k):
+            raise ConnectionError("queue down")
+
+    monkeypatch.setattr(queues, "_port", Broken())
+    queues.enqueue("deliveries", 5)  # logged; the sweeper finds the row later
+
+
+def test_sweeper_enqueues_due_rows(recording_worker, monkeypatch, database):
+    sent = []
+
+    class Recorder:
+        def send(self, queue, body, delay_seconds=0):
+            sent.append((queue, body["id"]))
+
+    monkeypatch.setattr(queues, "_port", Recorder())
+    counts = sweeper.sweep()
+    assert ("deliveries", 101) in sent and ("deliveries", 102) in sent
+    assert counts["deliveries"] == 2
+
+
+def test_local_port_stop_leaves_no_thread():
+    port = queues.LocalPort(workers=2)
+    port.start(lambda q, b: None)
+    port.stop()
+    time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if t.name == "queue-scheduler" and t.is_alive()
+                and t is port._thread]
