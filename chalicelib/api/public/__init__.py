@@ -1,0 +1,1 @@
+"""Public routes: no credential (tracking pixel and click redirects)."""

@@ -1,0 +1,136 @@
+"""Messaging surface: send (one or a batch) and read messages, attempts and raw source."""
+from __future__ import annotations
+
+import base64
+
+from chalice import Blueprint
+from pydantic import ValidationError as PydanticValidationError
+from sqlalchemy import or_, select
+
+from chalicelib import errors
+from chalicelib.api import message_records as records
+from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
+from chalicelib.api.schemas.messages import BatchRequest, SendRequest
+from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
+from chalicelib.services import message_actions, submission
+
+bp = Blueprint(__name__)
+
+
+@endpoint(bp, "/messages", "POST", auth=SERVER, body=SendRequest, status=201)
+def send_message(call: Call):
+    return submission.submit(call.db, call.server, call.body)
+
+
+def _parse_entry(entry) -> SendRequest:
+    if not isinstance(entry, dict):
+        raise errors.ValidationError("each entry must be a SendRequest object", field="body")
+    try:
+        return SendRequest.model_validate(entry)
+    except PydanticValidationError as exc:
+        raise validation_error_from(exc) from None
+
+
+@endpoint(bp, "/messages/batch", "POST", auth=SERVER, body=BatchRequest)
+def send_batch(call: Call):
+    results = submission.submit_batch(call.db, call.server, call.body.messages,
+                                      parse=_parse_entry)
+    accepted = sum(1 for r in results if r["status"] == "success")
+    return {"messages": results, "accepted": accepted, "failed": len(results) - accepted}
+
+
+def _stream_permalinks(call: Call, stream_ids) -> dict:
+    ids = {i for i in stream_ids if i is not None}
+    if not ids:
+        return {}
+    return dict(call.db.execute(select(Stream.id, Stream.permalink).where(Stream.id.in_(ids))).all())
+
+
+def _choice(call: Call, name: str, allowed) -> str | None:
+    value = call.query.get(name)
+    if value in (None, ""):
+        return None
+    if value not in allowed:
+        raise errors.ValidationError(f"{name} must be one of: {', '.join(allowed)}", field=name)
+    return value
+
+
+@endpoint(bp, "/messages", "GET", auth=SERVER)
+def list_messages(call: Call):
+    page, per_page = call.page_args()
+    stmt = select(Message).where(Message.server_id == call.server.id)
+    scope = _choice(call, "scope", records.SCOPES)
+    status = _choice(call, "status", records.STATUSES)
+    if scope:
+        stmt = stmt.where(Message.scope == scope)
+    if status:
+        stmt = stmt.where(Message.status == status)
+    if call.query.get("tag"):
+        stmt = stmt.where(Message.tag == call.query["tag"])
+    if call.query.get("stream"):
+        stream_id = call.db.scalar(select(Stream.id).where(
+            Stream.server_id == call.server.id, Stream.permalink == call.query["stream"]))
+        stmt = stmt.where(Message.stream_id == stream_id) if stream_id else stmt.where(False)
+    if call.query.get("query"):
+        needle = call.query["query"]
+        stmt = stmt.where(or_(*(column.icontains(needle, autoescape=True) for column in
+                                (Message.subject, Message.rcpt_to, Message.mail_from))))
+    rows, pagination = paginate(call.db, stmt.order_by(Message.id.desc()), page, per_page)
+    streams = _stream_permalinks(call, (m.stream_id for m in rows))
+    return {"messages": [records.message(m, streams.get(m.stream_id)) for m in rows],
+            "pagination": pagination}
+
+
+def find_message(call: Call, message_id: int) -> Message:
+    message = call.db.get(Message, message_id)
+    if message is None or message.server_id != call.server.id:
+        raise errors.NotFound(f"no message {message_id} on this server")
+    return message
+
+
+def _deliveries(call: Call, message: Message) -> list[dict]:
+    rows = call.db.scalars(select(Delivery).where(Delivery.message_id == message.id)
+                           .order_by(Delivery.id))
+    return [records.delivery(d) for d in rows]
+
+
+@endpoint(bp, "/messages/{id}", "GET", auth=SERVER)
+def show_message(call: Call, id: int):
+    message = find_message(call, id)
+    record = records.message(message, _stream_permalinks(call, [message.stream_id])
+                             .get(message.stream_id))
+    history = call.db.scalars(select(MessageEvent).where(MessageEvent.message_id == message.id)
+                              .order_by(MessageEvent.id))
+    record["events"] = [records.event(e) for e in history]
+    record["deliveries"] = _deliveries(call, message)
+    return {"message": record}
+
+
+@endpoint(bp, "/messages/{id}/deliveries", "GET", auth=SERVER)
+def list_deliveries(call: Call, id: int):
+    return {"deliveries": _deliveries(call, find_message(call, id))}
+
+
+@endpoint(bp, "/messages/{id}/retry", "POST", auth=SERVER)
+def retry_message(call: Call, id: int):
+    """Requeue a Held or HardFail outgoing message for a fresh delivery."""
+    message = message_actions.retry(call.db, find_message(call, id))
+    return {"message": records.message(message, _stream_permalinks(call, [message.stream_id])
+                                       .get(message.stream_id))}
+
+
+@endpoint(bp, "/messages/{id}/raw", "GET", auth=SERVER)
+def show_raw(call: Call, id: int):
+    """The exact bytes sent (signed) once an attempt was made, else the stored source."""
+    message = find_message(call, id)
+    sent = call.db.get(MessageRaw, message.id)
+    if sent is not None:
+        raw, signed = sent.raw, True
+    elif message.submission_id is not None:
+        raw = call.db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        signed = False
+    else:
+        raise errors.NotFound(f"message {id} has no stored source")
+    return {"message_id": message.id, "signed": signed, "size": len(raw),
+            "raw": raw.decode("utf-8", "replace"),
+            "raw_base64": base64.b64encode(raw).decode("ascii")}

@@ -1,0 +1,61 @@
+"""Messaging surface: the server's message streams."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib import errors
+from chalicelib.api.framework import SERVER, Call, endpoint, paginate
+from chalicelib.api.schemas.streams import StreamIn, StreamUpdate
+from chalicelib.services import streams
+
+bp = Blueprint(__name__)
+
+
+def query_bool(call: Call, name: str) -> bool:
+    raw = (call.query.get(name) or "").lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise errors.ValidationError(f"{name} must be true or false", field=name)
+
+
+@endpoint(bp, "/streams", "GET", auth=SERVER)
+def list_streams(call: Call):
+    """List the server's streams (archived ones with include_archived=true; filter stream_type)."""
+    stmt = streams.list_query(call.server, include_archived=query_bool(call, "include_archived"),
+                              stream_type=call.query.get("stream_type") or None)
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"streams": [streams.record(s) for s in rows], "pagination": pagination}
+
+
+@endpoint(bp, "/streams", "POST", auth=SERVER, body=StreamIn, status=201)
+def create_stream(call: Call):
+    """Create a stream (transactional or broadcast); permalink generated from the name."""
+    body = call.body
+    stream = streams.create(call.db, call.server, name=body.name, stream_type=body.stream_type,
+                            permalink=body.permalink, description=body.description)
+    return {"stream": streams.record(stream)}
+
+
+@endpoint(bp, "/streams/{permalink}", "GET", auth=SERVER)
+def show_stream(call: Call, permalink: str):
+    """Show a stream, archived or not."""
+    return {"stream": streams.record(streams.find(call.db, call.server, permalink))}
+
+
+@endpoint(bp, "/streams/{permalink}", "PATCH", auth=SERVER, body=StreamUpdate)
+def update_stream(call: Call, permalink: str):
+    """Update a stream's name and description; stream_type is fixed at creation."""
+    stream = streams.find(call.db, call.server, permalink)
+    streams.update(stream, call.body.model_dump(exclude_unset=True))
+    call.db.flush()
+    return {"stream": streams.record(stream)}
+
+
+@endpoint(bp, "/streams/{permalink}/archive", "POST", auth=SERVER)
+def archive_stream(call: Call, permalink: str):
+    """Archive a stream: sends naming it answer 422; the default stream cannot be archived."""
+    stream = streams.archive(streams.find(call.db, call.server, permalink))
+    call.db.flush()
+    return {"stream": streams.record(stream)}

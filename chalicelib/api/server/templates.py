@@ -1,0 +1,57 @@
+"""Messaging surface: stored templates and the render preview."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.api.framework import SERVER, Call, endpoint, paginate
+from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
+from chalicelib.api.server.streams import query_bool
+from chalicelib.services import templates
+
+bp = Blueprint(__name__)
+
+
+@endpoint(bp, "/templates", "GET", auth=SERVER)
+def list_templates(call: Call):
+    """List templates without their bodies (archived ones with include_archived=true)."""
+    stmt = templates.list_query(call.server,
+                                include_archived=query_bool(call, "include_archived"))
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"templates": [templates.record(t, bodies=False) for t in rows],
+            "pagination": pagination}
+
+
+@endpoint(bp, "/templates", "POST", auth=SERVER, body=TemplateIn, status=201)
+def create_template(call: Call):
+    """Create a template; a part that does not parse is refused with its line and column."""
+    template = templates.create(call.db, call.server, **call.body.model_dump())
+    return {"template": templates.record(template)}
+
+
+@endpoint(bp, "/templates/{permalink}", "GET", auth=SERVER)
+def show_template(call: Call, permalink: str):
+    """Show a template with its subject and bodies, archived or not."""
+    return {"template": templates.record(templates.find(call.db, call.server, permalink))}
+
+
+@endpoint(bp, "/templates/{permalink}", "PATCH", auth=SERVER, body=TemplateUpdate)
+def update_template(call: Call, permalink: str):
+    """Update the fields given; changed parts are validated again."""
+    template = templates.find(call.db, call.server, permalink)
+    templates.update(call.db, call.server, template, call.body.model_dump(exclude_unset=True))
+    return {"template": templates.record(template)}
+
+
+@endpoint(bp, "/templates/{permalink}/archive", "POST", auth=SERVER)
+def archive_template(call: Call, permalink: str):
+    """Archive a template: it stays readable, but renders and sends answer 404."""
+    template = templates.archive(templates.find(call.db, call.server, permalink))
+    call.db.flush()
+    return {"template": templates.record(template)}
+
+
+@endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn)
+def render_template(call: Call, permalink: str):
+    """Render subject, html_body and text_body with template_model; sends nothing."""
+    template = templates.find_usable(call.db, call.server, permalink)
+    return templates.render(template, call.body.template_model)

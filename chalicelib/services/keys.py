@@ -1,0 +1,27 @@
+"""The installation's keys: the RSA signing key (SIGNING_KEY_PATH) and the SecretBox that
+encrypts secrets at rest (ENCRYPTION_KEY, or a key derived from the signing key)."""
+from __future__ import annotations
+
+from cryptography.hazmat.primitives import serialization
+
+from chalicelib.config import get_settings
+from chalicelib.services import secretbox, signing
+
+
+def signing_key():
+    return signing.load_or_create_key(get_settings().signing_key_path)
+
+
+_boxes: dict[tuple, secretbox.SecretBox] = {}
+
+
+def secret_box() -> secretbox.SecretBox:
+    settings = get_settings()
+    cache_key = (settings.encryption_key, settings.signing_key_path)
+    box = _boxes.get(cache_key)
+    if box is None:
+        pem = signing_key().private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption())
+        box = _boxes[cache_key] = secretbox.box_from_settings(settings.encryption_key or None, pem)
+    return box

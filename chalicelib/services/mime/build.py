@@ -1,0 +1,368 @@
+"""Building: attachments (strict Base64), the MIME tree with the standard library's email package,
+the direct writer for single-part messages, and build_message, which ties them together."""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from email import policy as email_policy
+from email.contentmanager import _encode_text
+from email.message import EmailMessage, MIMEPart
+from email.utils import format_datetime
+
+from chalicelib.services.mime.addresses import Address
+from chalicelib.services.mime.base import (
+    _ATEXT,
+    _LINE_BREAK_STR_RE,
+    _PRINTABLE_ASCII_RE,
+    _SOFT_LINE,
+    MAX_ATTACHMENT_NAME_LENGTH,
+    InvalidField,
+    _check_text,
+    _email_validator,
+)
+from chalicelib.services.mime.checks import (
+    _verify,
+    _verify_cheap,
+    check_wire_format,
+    normalize_line_endings,
+)
+from chalicelib.services.mime.headers import _check_header, _fold, _unstructured_chunks
+
+_DOT_ATOM_RE = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*")
+# Body bytes quoted-printable leaves alone (printable ASCII, TAB, line breaks).
+_QP_SAFE_BYTES = bytes(range(32, 127)) + b"\t\n"
+_BASE64_RE = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+# RFC 6838 4.2 restricted-name
+_MEDIA_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_CONTENT_TYPE_RE = re.compile(rf"({_MEDIA_NAME})/({_MEDIA_NAME})")
+
+# Generation policy: CRLF, 78-column folding for the headers the email package writes
+# (Content-Type, Content-Disposition, Date, Message-ID), 7bit so every non-ASCII byte is
+# transfer-encoded, and refold_source="none" so the header values we pre-fold are written
+# exactly as given.
+_POLICY = email_policy.SMTP.clone(cte_type="7bit", refold_source="none")
+
+
+def _check_attachment_name(name: object, field: str) -> str:
+    if name is None or (isinstance(name, str) and not name.strip()):
+        raise InvalidField(field, "is required")
+    _check_text(name, field)
+    name = name.strip()
+    if len(name) > MAX_ATTACHMENT_NAME_LENGTH:
+        raise InvalidField(field, f"must be at most {MAX_ATTACHMENT_NAME_LENGTH} characters")
+    return name
+
+
+def _check_content_type(content_type: object, field: str) -> tuple[str, str]:
+    if content_type is None or content_type == "":
+        raise InvalidField(field, "is required")
+    if not isinstance(content_type, str):
+        raise InvalidField(field, "must be a string")
+    match = _CONTENT_TYPE_RE.fullmatch(content_type.strip())
+    if not match:
+        raise InvalidField(
+            field, "must be a media type of the form type/subtype (e.g. application/pdf)"
+        )
+    maintype, subtype = match.group(1).lower(), match.group(2).lower()
+    if maintype in ("multipart", "message"):
+        raise InvalidField(
+            field,
+            f"{maintype}/* attachments are not supported; send the file as "
+            "application/octet-stream",
+        )
+    return maintype, subtype
+
+
+def decode_attachment(att: object, index: int) -> tuple[str, str, bytes]:
+    """Validate and decode ``{"name", "content_type", "data_base64"}`` into
+    ``(name, "type/subtype", data)``. Base64 is strict (standard alphabet, correct padding);
+    whitespace and line breaks in it are ignored. Errors name ``attachments[i].<key>``."""
+    field = f"attachments[{index}]"
+    if not isinstance(att, Mapping):
+        raise InvalidField(field, 'must be an object {"name", "content_type", "data_base64"}')
+    unknown = sorted(str(k) for k in att if k not in ("name", "content_type", "data_base64"))
+    if unknown:
+        raise InvalidField(field, f"has unexpected key(s): {', '.join(unknown)}")
+    name = _check_attachment_name(att.get("name"), f"{field}.name")
+    maintype, subtype = _check_content_type(att.get("content_type"), f"{field}.content_type")
+    data_field = f"{field}.data_base64"
+    encoded = att.get("data_base64")
+    if encoded is None:
+        raise InvalidField(data_field, "is required")
+    if not isinstance(encoded, str):
+        raise InvalidField(data_field, "must be a Base64 string")
+    compact = re.sub(r"[ \t\r\n\f\v]+", "", encoded)
+    if not compact.isascii():
+        raise InvalidField(data_field, "is not valid Base64: non-ASCII characters")
+    if not _BASE64_RE.fullmatch(compact):
+        # b64decode(validate=True) checks the alphabet but (before Python 3.13's strict_mode)
+        # still accepts a wrong length or excess/misplaced padding.
+        raise InvalidField(
+            data_field,
+            "is not valid Base64: use the standard alphabet (A-Z a-z 0-9 + /) with '=' padding "
+            "to a multiple of 4 characters",
+        )
+    try:
+        data = base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidField(data_field, f"is not valid Base64: {exc}") from None
+    return name, f"{maintype}/{subtype}", data
+
+
+def _body_text(value: object, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidField(field, "must be a string")
+    # CRLF, bare CR and bare LF all become one line break; the email package writes CRLF.
+    return _LINE_BREAK_STR_RE.sub("\n", value)
+
+
+def _choose_cte(text: str, force_base64: bool) -> str:
+    if force_base64:
+        return "base64"
+    data = text.encode("utf-8")
+    lines = data.split(b"\n")
+    if (
+        data.isascii()
+        and all(len(line) <= _SOFT_LINE for line in lines)
+        and _PRINTABLE_ASCII_RE.fullmatch(text.replace("\n", ""))
+        and b"." not in lines
+    ):
+        return "7bit"
+    unsafe = len(data.translate(None, _QP_SAFE_BYTES))
+    # quoted-printable costs ~3 octets per unsafe byte, base64 4/3 per byte
+    return "quoted-printable" if unsafe * 6 < len(data) else "base64"
+
+
+def _text_part(text: str, subtype: str, force_base64: bool) -> MIMEPart:
+    part = MIMEPart(policy=_POLICY)
+    part.set_content(text, subtype=subtype, charset="utf-8", cte=_choose_cte(text, force_base64))
+    return part
+
+
+def _attachment_part(name: str, content_type: str, data: bytes) -> MIMEPart:
+    maintype, subtype = content_type.split("/", 1)
+    part = MIMEPart(policy=_POLICY)
+    part.set_content(data, maintype, subtype, disposition="attachment", filename=name)
+    return part
+
+
+def _check_address_list(values: object, field: str) -> list[Address]:
+    if values is None:
+        return []
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, Address) for v in values):
+        raise InvalidField(field, "must be a list of Address (use parse_address_list)")
+    return list(values)
+
+
+def _address_header(name: str, addresses: list[Address]) -> str:
+    chunks: list[str] = []
+    for index, address in enumerate(addresses):
+        mailbox = address._chunks()
+        if index < len(addresses) - 1:
+            mailbox[-1] += ","
+        chunks.extend(mailbox)
+    return _fold(name, chunks)
+
+
+def _message_id_domain(domain: object) -> str:
+    if isinstance(domain, str) and domain in _ID_DOMAINS:
+        return _ID_DOMAINS[domain]
+    if not isinstance(domain, str) or not domain:
+        raise InvalidField("message_id_domain", "is required")
+    _check_text(domain, "message_id_domain")
+    ev = _email_validator()
+    try:
+        ascii_domain = ev.validate_email(f"postmaster@{domain}",
+                                         check_deliverability=False).ascii_domain
+    except ev.EmailNotValidError as exc:
+        raise InvalidField("message_id_domain", f"is not a valid domain: {exc}") from None
+    if len(_ID_DOMAINS) < 1024:  # a server's few sending domains, validated once
+        _ID_DOMAINS[domain] = ascii_domain
+    return ascii_domain
+
+
+_ID_DOMAINS: dict[str, str] = {}
+
+
+def _clean_message_id(message_id: object) -> str:
+    if not isinstance(message_id, str):
+        raise InvalidField("message_id", "must be a string")
+    value = message_id.strip()
+    if value.startswith("<") and value.endswith(">"):
+        value = value[1:-1]
+    left, at, right = value.partition("@")
+    valid = at and _DOT_ATOM_RE.fullmatch(left) and _DOT_ATOM_RE.fullmatch(right)
+    if not valid or len(value) > 250:
+        raise InvalidField("message_id", "must look like local-part@domain (RFC 5322 msg-id)")
+    return value
+
+
+def build_message(
+    *,
+    from_: Address,
+    to: list[Address],
+    cc: list[Address],
+    reply_to: list[Address],
+    subject: str | None,
+    text_body: str | None,
+    html_body: str | None,
+    headers: list[tuple[str, str]],
+    attachments: list[tuple[str, str, bytes]],
+    message_id_domain: str,
+    date: datetime | None = None,
+    message_id: str | None = None,
+) -> tuple[bytes, str]:
+    """Build the message. Returns ``(raw, message_id)``: the RFC 5322 bytes (7-bit, CRLF line
+    endings, no line over 998 octets) and the Message-ID without angle brackets.
+
+    Structure: text only -> text/plain; HTML only -> text/html; both -> multipart/alternative;
+    with attachments -> multipart/mixed whose first part is the body. Bcc is never written
+    (there is no Bcc argument: Bcc recipients belong to the envelope only).
+
+    Raises :class:`InvalidField` for bad input and :class:`MessageBuildError` if the output
+    fails its self-checks.
+    """
+    if not isinstance(from_, Address):
+        raise InvalidField("from", "must be an Address (use parse_address)")
+    to = _check_address_list(to, "to")
+    cc = _check_address_list(cc, "cc")
+    reply_to = _check_address_list(reply_to, "reply_to")
+    if subject is not None:
+        _check_text(subject, "subject")
+    text = _body_text(text_body, "text_body")
+    html = _body_text(html_body, "html_body")
+    if text is None and html is None:
+        raise InvalidField("text_body", "text_body or html_body is required")
+    if headers is None:
+        headers = []
+    if not isinstance(headers, (list, tuple)):
+        raise InvalidField("headers", "must be a list of (name, value) pairs")
+    checked_headers: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for pair in headers:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise InvalidField("headers", "must be a list of (name, value) pairs")
+        name, value = _check_header(pair[0], pair[1], "headers")
+        if name.lower() in seen:
+            raise InvalidField(f"headers.{name}", "is given more than once")
+        seen.add(name.lower())
+        checked_headers.append((name, value))
+    checked_attachments: list[tuple[str, str, bytes]] = []
+    for index, item in enumerate(attachments or []):
+        field = f"attachments[{index}]"
+        if not (isinstance(item, tuple) and len(item) == 3
+                and isinstance(item[2], (bytes, bytearray))):
+            raise InvalidField(field, "must be a (name, content_type, data) tuple")
+        name = _check_attachment_name(item[0], f"{field}.name")
+        maintype, subtype = _check_content_type(item[1], f"{field}.content_type")
+        checked_attachments.append((name, f"{maintype}/{subtype}", bytes(item[2])))
+
+    domain = _message_id_domain(message_id_domain)
+    if message_id is None:
+        mid = f"{secrets.token_hex(16)}@{domain}"
+    else:
+        mid = _clean_message_id(message_id)
+    if date is None:
+        date = datetime.now(timezone.utc)
+    elif not isinstance(date, datetime):
+        raise InvalidField("date", "must be a datetime")
+    elif date.tzinfo is None:
+        date = date.replace(tzinfo=timezone.utc)
+
+    def build(force_base64: bool) -> bytes:
+        msg = EmailMessage(policy=_POLICY)
+        msg["Date"] = format_datetime(date)
+        msg.set_raw("From", _address_header("From", [from_]))
+        if reply_to:
+            msg.set_raw("Reply-To", _address_header("Reply-To", reply_to))
+        if to:
+            msg.set_raw("To", _address_header("To", to))
+        if cc:
+            msg.set_raw("Cc", _address_header("Cc", cc))
+        if subject is not None:
+            chunks = _unstructured_chunks("Subject", subject, raw_ascii=False)
+            msg.set_raw("Subject", _fold("Subject", chunks))
+        msg["Message-ID"] = f"<{mid}>"
+        msg["MIME-Version"] = "1.0"
+        for name, value in checked_headers:
+            msg.set_raw(name, _fold(name, _unstructured_chunks(name, value, raw_ascii=True)))
+
+        bodies = [(content, subtype) for content, subtype in ((text, "plain"), (html, "html"))
+                  if content is not None]
+        if checked_attachments:
+            msg.make_mixed()
+            if len(bodies) == 2:
+                alternative = MIMEPart(policy=_POLICY)
+                alternative.make_alternative()
+                for content, subtype in bodies:
+                    alternative.attach(_text_part(content, subtype, force_base64))
+                msg.attach(alternative)
+            else:
+                msg.attach(_text_part(*bodies[0], force_base64))
+            for name, content_type, data in checked_attachments:
+                msg.attach(_attachment_part(name, content_type, data))
+        elif len(bodies) == 2:
+            msg.make_alternative()
+            for content, subtype in bodies:
+                msg.attach(_text_part(content, subtype, force_base64))
+        else:
+            content, subtype = bodies[0]
+            msg.set_content(
+                content, subtype=subtype, charset="utf-8", cte=_choose_cte(content, force_base64)
+            )
+        return normalize_line_endings(msg.as_bytes(policy=_POLICY))
+
+    # One body part and no attachment (the common transactional mail): write the bytes the
+    # email package would write, without its header objects (tests prove them identical).
+    single = not checked_attachments and (text is None) != (html is None)
+    if single and _FAST_SINGLE_PART and len(f"Message-ID: <{mid}>") <= _SOFT_LINE:
+        content, subtype = (text, "plain") if text is not None else (html, "html")
+        head = _single_part_head(date, from_, reply_to, to, cc, subject, mid, checked_headers)
+
+        def build(force_base64: bool) -> bytes:  # noqa: F811  (the fast twin of build above)
+            return _single_part(head, content, subtype, force_base64)
+
+    raw = build(force_base64=False)
+    if b"\r\n.\r\n" in raw:
+        # A body line (or the tail of a quoted-printable soft break) is a lone dot: base64
+        # cannot produce one.
+        raw = build(force_base64=True)
+    check_wire_format(raw)
+    verify = dict(from_=from_, to=to, cc=cc, reply_to=reply_to, subject=subject,
+                  header_names=[name for name, _ in checked_headers], message_id=mid)
+    if not _verify_cheap(raw, **verify):
+        _verify(raw, **verify)
+    return raw, mid
+
+
+_FAST_SINGLE_PART = True  # tests switch it off to compare both builders
+
+
+def _single_part_head(date, from_, reply_to, to, cc, subject, mid, headers) -> bytes:
+    """The header block build() writes for a single-part message, up to (excluding) the
+    Content-Type line, in the same order and with the same folding."""
+    lines = [f"Date: {format_datetime(date)}", f"From: {_address_header('From', [from_])}"]
+    for name, addresses in (("Reply-To", reply_to), ("To", to), ("Cc", cc)):
+        if addresses:
+            lines.append(f"{name}: {_address_header(name, addresses)}")
+    if subject is not None:
+        lines.append(f"Subject: {_fold('Subject', _unstructured_chunks('Subject', subject, raw_ascii=False))}")
+    lines += [f"Message-ID: <{mid}>", "MIME-Version: 1.0"]
+    for name, value in headers:
+        lines.append(f"{name}: {_fold(name, _unstructured_chunks(name, value, raw_ascii=True))}")
+    return "\r\n".join(lines).encode("ascii") + b"\r\n"
+
+
+def _single_part(head: bytes, content: str, subtype: str, force_base64: bool) -> bytes:
+    cte = _choose_cte(content, force_base64)
+    _, payload = _encode_text(content, "utf-8", cte, _POLICY)  # the email package's encoder
+    return normalize_line_endings(
+        head + f'Content-Type: text/{subtype}; charset="utf-8"\r\n'
+        f"Content-Transfer-Encoding: {cte}\r\n\r\n".encode("ascii")
+        + payload.encode("ascii"))

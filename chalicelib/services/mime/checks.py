@@ -1,0 +1,210 @@
+"""Checks on raw messages: line endings and the wire format, the self-check build_message runs
+on its own output, and reading the originator out of a submitted message (SMTP gateway)."""
+from __future__ import annotations
+
+import re
+from email import policy as email_policy
+from email.parser import BytesParser
+
+from chalicelib.services.mime.addresses import Address, parse_address
+from chalicelib.services.mime.base import (
+    _ATEXT,
+    _LINE_BREAK_RE,
+    _LINE_BREAK_STR_RE,
+    _MAX_LINE,
+    InvalidField,
+    MessageBuildError,
+    _email_validator,
+)
+
+
+
+def normalize_line_endings(data: bytes) -> bytes:
+    """Turn every CRLF, bare CR and bare LF into CRLF (also accepts ``str``). After this, the
+    only way to write SMTP's end-of-data marker is a line holding a single dot, which an SMTP
+    client dot-stuffs; the ``\\n.\\n`` / ``\\r.\\r`` / ``\\n.\\r\\n`` smuggling variants
+    cannot exist."""
+    if isinstance(data, str):
+        return _LINE_BREAK_STR_RE.sub("\r\n", data)
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise TypeError("normalize_line_endings() needs bytes")
+    # Already clean when every CR and every LF belongs to a CRLF (CRLFs cannot overlap): three
+    # C-speed counts instead of a regex pass over a body that is almost always clean.
+    crlf = data.count(b"\r\n")
+    if data.count(b"\r") == crlf and data.count(b"\n") == crlf:
+        return data
+    return _LINE_BREAK_RE.sub(b"\r\n", data)
+
+
+def check_wire_format(raw: bytes) -> None:
+    """Raise :class:`MessageBuildError` unless ``raw`` is 7-bit ASCII without NUL, uses only
+    CRLF line endings (and ends with one), has no line over 998 octets and contains no line
+    consisting of a single dot."""
+    if not raw.endswith(b"\r\n"):
+        raise MessageBuildError("message does not end with CRLF")
+    if not raw.isascii() or b"\x00" in raw:
+        raise MessageBuildError("message contains non-ASCII or NUL bytes")
+    if normalize_line_endings(raw) != raw:
+        raise MessageBuildError("message contains a bare CR or LF")
+    lines = raw.split(b"\r\n")
+    if max(len(line) for line in lines) > _MAX_LINE:
+        raise MessageBuildError("message contains a line longer than 998 octets")
+    if b"." in lines:
+        raise MessageBuildError("message contains a line holding a single dot")
+
+
+def message_size(raw: bytes) -> int:
+    """Size on the wire in octets."""
+    return len(raw)
+
+
+_HEADER_LINE_RE = re.compile(rb"([\x21-\x39\x3b-\x7e]+):(.*)", re.S)
+_ATOM_RE = re.compile(rf"[{_ATEXT}]+")
+
+
+def _verify_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_names,
+                  message_id) -> bool:
+    """The checks of _verify with bytes operations, for output whose address headers are
+    unambiguous by construction (display names of atoms or encoded-words only, which are
+    atoms too). Returns False when the full parse-back is needed; raises
+    MessageBuildError when a check fails. Runs after check_wire_format (CRLF only, ASCII)."""
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        return False
+    fields: dict[bytes, list[bytes]] = {}
+    current: list[bytes] | None = None
+    for line in raw[:end].split(b"\r\n"):
+        if line[:1] in (b" ", b"\t") and current is not None:
+            current.append(line)  # a continuation: unfolding removes the CRLF only
+            continue
+        match = _HEADER_LINE_RE.fullmatch(line)
+        if match is None:
+            return False  # something a parser might read differently: parse it for real
+        current = [match.group(2)]
+        fields.setdefault(match.group(1).lower(), []).append(current)  # type: ignore[arg-type]
+    expected = ["date", "from", "message-id", "mime-version", "content-type"]
+    expected += [n.lower() for n in header_names]
+    expected += ["reply-to"] * bool(reply_to) + ["to"] * bool(to) + ["cc"] * bool(cc)
+    expected += ["subject"] * (subject is not None)
+    actual = [name.decode("ascii") for name, values in fields.items() for _ in values
+              if name != b"content-transfer-encoding"]
+    if sorted(actual) != sorted(expected):
+        raise MessageBuildError(f"unexpected header set {sorted(actual)}")
+
+    def value(name: bytes) -> str:
+        return b"".join(fields[name][0]).decode("ascii").strip()
+
+    for name, intended in (("From", [from_]), ("Reply-To", reply_to), ("To", to), ("Cc", cc)):
+        if not intended:
+            continue
+        chunks = [a._chunks() for a in intended]
+        if not all(_ATOM_RE.fullmatch(c) for mailbox in chunks for c in mailbox[:-1]):
+            return False  # a quoted display name: let the real parser confirm the addresses
+        if value(name.lower().encode()) != ", ".join(" ".join(m) for m in chunks):
+            raise MessageBuildError(f"{name} header does not parse back to the intended addresses")
+    if value(b"message-id") != f"<{message_id}>":
+        raise MessageBuildError("Message-ID does not parse back")
+    return True
+
+
+def _verify(raw: bytes, *, from_, to, cc, reply_to, subject, header_names, message_id) -> None:
+    """Parse the output back and check nothing was added, lost or split."""
+    parsed = BytesParser(policy=email_policy.default).parsebytes(raw, headersonly=True)
+    expected = ["date", "from", "message-id", "mime-version", "content-type"]
+    expected += [n.lower() for n in header_names]
+    expected += ["reply-to"] * bool(reply_to) + ["to"] * bool(to) + ["cc"] * bool(cc)
+    expected += ["subject"] * (subject is not None)
+    actual = [key.lower() for key in parsed.keys() if key.lower() != "content-transfer-encoding"]
+    if sorted(actual) != sorted(expected):
+        raise MessageBuildError(f"unexpected header set {sorted(actual)}")
+    for name, intended in (("From", [from_]), ("Reply-To", reply_to), ("To", to), ("Cc", cc)):
+        if not intended:
+            continue
+        got = [a.addr_spec for a in parsed[name].addresses]
+        if got != [a.email for a in intended]:
+            raise MessageBuildError(f"{name} header does not parse back to the intended addresses")
+    if parsed["Message-ID"].strip() != f"<{message_id}>":
+        raise MessageBuildError("Message-ID does not parse back")
+
+
+# The originator checks below, remembered per raw header value: a gateway sees the same From
+# line on every message of a sender, and checking it costs ~0.2 ms (the header registry plus
+# two address validators). Only successes are kept; the key is the exact raw text.
+_MAILBOXES: dict[tuple[str, tuple[str, ...]], Address] = {}
+_MAILBOXES_MAX = 4096
+
+
+def _single_mailbox(msg, header: str, field: str) -> Address | None:
+    raw_values = tuple(str(v) for k, v in msg.raw_items() if k.lower() == header.lower())
+    if not raw_values:
+        return None
+    key = (header.lower(), raw_values)
+    known = _MAILBOXES.get(key)
+    if known is not None:
+        return known
+    address = _check_single_mailbox(msg, header, field)
+    if address is not None:
+        if len(_MAILBOXES) >= _MAILBOXES_MAX:
+            _MAILBOXES.clear()
+        _MAILBOXES[key] = address
+    return address
+
+
+def _check_single_mailbox(msg, header: str, field: str) -> Address | None:
+    values = msg.get_all(header) or []
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidField(field, f"the message has more than one {header} header")
+    parsed = values[0]
+    if parsed.defects:
+        raise InvalidField(field, f"the {header} header is malformed")
+    addresses = parsed.addresses
+    if len(addresses) != 1 or parsed.groups[0].display_name is not None:
+        raise InvalidField(field, f"the {header} header must contain exactly one mailbox")
+    mailbox = addresses[0]
+    try:
+        address = parse_address(
+            {"email": mailbox.addr_spec, "name": mailbox.display_name or None}, field
+        )
+    except InvalidField as exc:
+        raise InvalidField(field, f"the {header} header {exc.message}") from None
+    # Cross-check with a second, independent parser of the raw header text: if email_validator
+    # reads a different address out of it, the header is ambiguous and must not be trusted.
+    raw_value = next(v for k, v in msg.raw_items() if k.lower() == header.lower())
+    unfolded = _LINE_BREAK_STR_RE.sub("", str(raw_value)).strip()
+    ev = _email_validator()
+    try:
+        second = ev.validate_email(
+            unfolded, check_deliverability=False, allow_smtputf8=False, allow_display_name=True
+        ).ascii_email
+    except ev.EmailNotValidError as exc:
+        raise InvalidField(field, f"the {header} header is not a valid mailbox: {exc}") from None
+    if second != address.email:
+        raise InvalidField(field, f"the {header} header is ambiguous")
+    return address
+
+
+def header_addresses(raw: bytes) -> dict:
+    """Read the originator of a raw message (for the SMTP gateway's From-domain check).
+
+    Returns ``{"from": Address, "sender": Address | None, "subject": str | None}``. Raises
+    :class:`InvalidField` (field ``from``, ``sender`` or ``subject``) when From is missing, is
+    repeated, holds more than one mailbox or a group, is malformed, or when two independent
+    parsers disagree about the address in it."""
+    if isinstance(raw, (bytearray, memoryview)):
+        raw = bytes(raw)
+    if not isinstance(raw, bytes):
+        raise TypeError("header_addresses() needs bytes")
+    msg = BytesParser(policy=email_policy.default).parsebytes(raw, headersonly=True)
+    from_ = _single_mailbox(msg, "From", "from")
+    if from_ is None:
+        raise InvalidField("from", "the message has no From header")
+    sender = _single_mailbox(msg, "Sender", "sender")
+    subjects = msg.get_all("Subject") or []
+    if len(subjects) > 1:
+        raise InvalidField("subject", "the message has more than one Subject header")
+    subject = str(subjects[0]) if subjects else None
+    return {"from": from_, "sender": sender, "subject": subject}

@@ -1,0 +1,69 @@
+"""Retention: old mail, old attempt logs and spent tokens are deleted in bounded batches.
+
+Each server keeps its messages for ``message_retention_days``: a submission older than that
+is deleted with its messages (deliveries, events, raw bytes and tracking go with them through
+ON DELETE CASCADE) — but never while one of its messages still has work pending. Statistics
+are rolled-up counters, so they keep the history. Webhook attempt logs are kept
+``WEBHOOK_LOG_RETENTION_DAYS``; expired sessions, reset tokens, SSO states and suppressions go
+a day after they expire. The audit trail (auth_events) is kept.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import and_, delete, exists, select
+from sqlalchemy.orm import Session
+
+from chalicelib import clock
+from chalicelib.config import get_settings
+from chalicelib.db.models import (Message, OidcLogin, PasswordResetToken, Server, Submission,
+                                  Suppression, UserSession, WebhookRequestLog)
+
+# Statuses with work still due (outgoing, then inbound).
+PENDING_STATUSES = ("Pending", "SoftFail", "Queued", "Retrying")
+BATCH = 1000
+
+
+def _delete_ids(db: Session, model, ids: list[int]) -> int:
+    if not ids:
+        return 0
+    return db.execute(delete(model).where(model.id.in_(ids))
+                      .execution_options(synchronize_session=False)).rowcount
+
+
+def _prune_mail(db: Session, now) -> int:
+    deleted = 0
+    for days in db.scalars(select(Server.message_retention_days).distinct()):
+        cutoff = now - timedelta(days=days)
+        servers = select(Server.id).where(Server.message_retention_days == days)
+        pending = exists().where(Message.submission_id == Submission.id,
+                                 Message.status.in_(PENDING_STATUSES))
+        ids = list(db.scalars(select(Submission.id).where(
+            Submission.server_id.in_(servers), Submission.created_at < cutoff, ~pending)
+            .limit(BATCH)))
+        deleted += _delete_ids(db, Submission, ids)
+        # Messages stored without a submission (bounces, for instance).
+        orphan_ids = list(db.scalars(select(Message.id).where(
+            Message.server_id.in_(servers), Message.submission_id.is_(None),
+            Message.created_at < cutoff, Message.status.not_in(PENDING_STATUSES)).limit(BATCH)))
+        deleted += _delete_ids(db, Message, orphan_ids)
+    return deleted
+
+
+def prune(db: Session) -> dict[str, int]:
+    """Delete one batch of each kind of expired row; returns how many went."""
+    now = clock.now()
+    grace = now - timedelta(days=1)
+    log_cutoff = now - timedelta(days=get_settings().webhook_log_retention_days)
+    counts = {"submissions_and_messages": _prune_mail(db, now)}
+    for name, model, condition in (
+        ("webhook_logs", WebhookRequestLog, WebhookRequestLog.created_at < log_cutoff),
+        ("sessions", UserSession, UserSession.expires_at < grace),
+        ("password_reset_tokens", PasswordResetToken, PasswordResetToken.expires_at < grace),
+        ("oidc_logins", OidcLogin, OidcLogin.expires_at < grace),
+        ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
+                                           Suppression.expires_at < grace)),
+    ):
+        ids = list(db.scalars(select(model.id).where(condition).limit(BATCH)))
+        counts[name] = _delete_ids(db, model, ids)
+    return counts

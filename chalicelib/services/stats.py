@@ -1,0 +1,173 @@
+"""A server's statistics over a time range, from rolled-up counters (``StatCounter``, kept in
+step by chalicelib/db/counters.py) plus short indexed range scans for partial buckets.
+
+- Messages count by ``created_at`` in ``[from, to)`` with their current status. Whole UTC
+  days of the range come from the daily counters; the partial days at either edge (less than
+  a day each) are counted from the rows through ``ix_messages_server_created``.
+- Opens and clicks count by when they happened; ``unique_opens``/``unique_clicks`` count
+  messages whose FIRST open/click falls in the range (additive over days, streams and tags).
+- Delivery outcomes over time are the MessageSent, MessageDelayed, MessageDeliveryFailed and
+  MessageHeld events, from hourly counters, edges (partial hours) from ``message_events``.
+So the cost grows with the number of days (and streams, tags), not with the number of messages.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta
+
+from sqlalchemy import BigInteger, cast, func, select
+from sqlalchemy.orm import Session
+
+from chalicelib import clock, errors
+from chalicelib.db import counters
+from chalicelib.db.models import ClickEvent, Message, MessageEvent, OpenEvent, StatCounter, Stream
+
+DEFAULT_RANGE = timedelta(days=30)
+INTERVALS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+MAX_BUCKETS = 1000
+OUTCOMES = {"MessageSent": "sent", "MessageDelayed": "delayed",
+            "MessageDeliveryFailed": "failed", "MessageHeld": "held"}
+COUNTERS = ("messages", "held", "bounces", "incoming", "opens", "unique_opens", "machine_opens",
+            "clicks", "unique_clicks", "machine_clicks")
+
+
+def resolve_range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """Defaults: ``to`` now, ``from`` 30 days before ``to``."""
+    end = end or clock.now()
+    start = start or end - DEFAULT_RANGE
+    if start >= end:
+        raise errors.ValidationError("from must be before to", field="from")
+    return start, end
+
+
+def _ceil(value: datetime, unit: str) -> datetime:
+    floor = counters.truncate(value, unit)
+    return floor if floor == value else floor + INTERVALS[unit]
+
+
+def _split(start: datetime, end: datetime, unit: str):
+    """(whole buckets [a, b) or None, partial edge ranges) covering [start, end)."""
+    a, b = _ceil(start, unit), counters.truncate(end, unit)
+    if a >= b:
+        return None, [(start, end)]
+    return (a, b), [r for r in ((start, a), (b, end)) if r[0] < r[1]]
+
+
+def _rows_counts(db: Session, server_id: int, start: datetime, end: datetime) -> Counter:
+    """(metric, dim) counts straight from the rows: only used for edges shorter than a day."""
+    out: Counter = Counter()
+    for scope, status, bounce, held, stream_id, tag, n in db.execute(
+            select(Message.scope, Message.status, Message.bounce, Message.held,
+                   Message.stream_id, Message.tag, func.count())
+            .where(Message.server_id == server_id, Message.created_at >= start,
+                   Message.created_at < end)
+            .group_by(Message.scope, Message.status, Message.bounce, Message.held,
+                      Message.stream_id, Message.tag)):
+        for metric in counters.message_metrics(scope, status, bounce, held):
+            for dim in counters.dims(stream_id, tag):
+                out[(metric, dim)] += n
+    for model, kind in ((OpenEvent, "opens"), (ClickEvent, "clicks")):
+        for stream_id, tag, machine, first, n in db.execute(
+                select(model.stream_id, model.tag, model.likely_machine, model.first,
+                       func.count())
+                .where(model.server_id == server_id, model.created_at >= start,
+                       model.created_at < end)
+                .group_by(model.stream_id, model.tag, model.likely_machine, model.first)):
+            for metric in counters.event_metrics(kind, machine, first):
+                for dim in counters.dims(stream_id, tag):
+                    out[(metric, dim)] += n
+    return out
+
+
+def _counter_rows(db: Session, server_id: int, period: str, start: datetime, end: datetime,
+                  *columns):
+    return db.execute(
+        select(*columns, cast(func.sum(StatCounter.count), BigInteger))  # not numeric/Decimal
+        .where(StatCounter.server_id == server_id, StatCounter.period == period,
+               StatCounter.bucket >= start, StatCounter.bucket < end)
+        .group_by(*columns))
+
+
+def summary(db: Session, server_id: int, start: datetime | None = None,
+            end: datetime | None = None) -> dict:
+    start, end = resolve_range(start, end)
+    whole, edges = _split(start, end, "day")
+    counts: Counter = Counter()
+    if whole:
+        for metric, dim, n in _counter_rows(db, server_id, "day", *whole,
+                                            StatCounter.metric, StatCounter.dim):
+            counts[(metric, dim)] += int(n)
+    for edge in edges:
+        counts.update(_rows_counts(db, server_id, *edge))
+
+    groups: dict = defaultdict(lambda: {**dict.fromkeys(COUNTERS, 0), "by_status": {}})
+    for (metric, dim), n in counts.items():
+        if not n:
+            continue
+        group = groups[dim]
+        if metric.startswith("status:"):
+            group["by_status"][metric[len("status:"):]] = n
+            group["messages"] += n
+        else:
+            group[metric] += n
+
+    def shape(group: dict) -> dict:
+        return {**group, "by_status": dict(sorted(group["by_status"].items()))}
+
+    permalinks = dict(db.execute(select(Stream.id, Stream.permalink)
+                                 .where(Stream.server_id == server_id)).all())
+    streams = sorted((int(d[2:]), g) for d, g in groups.items() if d.startswith("s:"))
+    tags = sorted((d[2:], g) for d, g in groups.items() if d.startswith("t:"))
+    return {
+        "from": start, "to": end, **shape(groups[""]),
+        "streams": [{"stream": permalinks.get(sid), **shape(g)} for sid, g in streams],
+        "tags": [{"tag": tag, **shape(g)} for tag, g in tags],
+    }
+
+
+def deliveries(db: Session, server_id: int, start: datetime | None = None,
+               end: datetime | None = None, interval: str | None = None) -> dict:
+    """Delivery outcomes per UTC hour or day; every bucket of the range is listed, empty or
+    not. Default interval: hour for ranges up to two days, day beyond."""
+    start, end = resolve_range(start, end)
+    if interval is None:
+        interval = "hour" if end - start <= timedelta(days=2) else "day"
+    if interval not in INTERVALS:
+        raise errors.ValidationError("interval must be hour or day", field="interval")
+    step = INTERVALS[interval]
+    first = counters.truncate(start, interval)
+    if (end - first) / step > MAX_BUCKETS:
+        raise errors.ValidationError(
+            f"the range holds more than {MAX_BUCKETS} {interval} buckets; narrow it or use a "
+            "longer interval", field="interval")
+
+    def empty() -> dict:
+        return dict.fromkeys(OUTCOMES.values(), 0)
+
+    by_bucket: dict = defaultdict(empty)
+    whole, edges = _split(start, end, "hour")
+    if whole:
+        for hour, metric, n in _counter_rows(db, server_id, "hour", *whole,
+                                             StatCounter.bucket, StatCounter.metric):
+            name = OUTCOMES.get(metric[len("event:"):])
+            if name:
+                by_bucket[counters.truncate(counters.as_datetime(hour), interval)][name] += int(n)
+    for edge_start, edge_end in edges:  # each inside one hour, so inside one bucket
+        for name, n in db.execute(
+                select(MessageEvent.event, func.count())
+                .where(MessageEvent.server_id == server_id,
+                       MessageEvent.created_at >= edge_start, MessageEvent.created_at < edge_end,
+                       MessageEvent.event.in_(list(OUTCOMES)))
+                .group_by(MessageEvent.event)):
+            by_bucket[counters.truncate(edge_start, interval)][OUTCOMES[name]] += n
+
+    buckets, totals = [], empty()
+    at = first
+    while at < end:
+        entry = by_bucket.get(at) or empty()
+        buckets.append({"start": at, **entry})
+        for key, n in entry.items():
+            totals[key] += n
+        at += step
+    return {"from": start, "to": end, "interval": interval, "totals": totals,
+            "buckets": buckets}

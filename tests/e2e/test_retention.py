@@ -1,0 +1,76 @@
+"""Retention: old mail goes (with its attempts and events), pending mail and other servers'
+recent mail stay; spent tokens, old webhook logs and lapsed suppressions are cleaned up."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from chalicelib import clock
+from chalicelib.db import session_scope
+from chalicelib.db.models import (Delivery, Message, MessageEvent, Server, Submission,
+                                  Suppression, User, UserSession)
+from chalicelib.services.tokens import generate_secret, hash_secret
+from chalicelib.workers import retention
+from tests.support import unique
+
+
+def _server_id(tenant) -> int:
+    with session_scope() as db:
+        return db.scalar(select(Server.id).where(Server.permalink == tenant.server,
+                                                 Server.organization.has(permalink=tenant.org)))
+
+
+def _mail(db, server_id: int, age_days: float, status: str) -> int:
+    created = clock.now() - timedelta(days=age_days)
+    submission = Submission(server_id=server_id, size=3, raw=b"x\r\n", created_at=created)
+    db.add(submission)
+    db.flush()
+    message = Message(server_id=server_id, submission_id=submission.id, token=unique("tok")[:32],
+                      rcpt_to="r@example.net", mail_from="a@example.com", status=status,
+                      created_at=created)
+    db.add(message)
+    db.flush()
+    db.add(Delivery(message_id=message.id, status="Sent", created_at=created))
+    db.add(MessageEvent(message_id=message.id, server_id=server_id, event="MessageSent",
+                        uuid=unique("ev"), created_at=created))
+    return message.id
+
+
+def test_old_mail_is_pruned_but_pending_and_recent_mail_stays(api, tenant):
+    server_id = _server_id(tenant)
+    with session_scope() as db:
+        db.get(Server, server_id).message_retention_days = 7
+        old_sent = _mail(db, server_id, 8, "Sent")
+        old_pending = _mail(db, server_id, 8, "SoftFail")
+        recent = _mail(db, server_id, 2, "Sent")
+    retention.run()
+    with session_scope() as db:
+        assert db.get(Message, old_sent) is None
+        assert db.scalar(select(Delivery).where(Delivery.message_id == old_sent)) is None
+        assert db.scalar(select(MessageEvent).where(MessageEvent.message_id == old_sent)) is None
+        assert db.get(Message, old_pending) is not None
+        assert db.get(Message, recent) is not None
+
+
+def test_spent_sessions_and_lapsed_suppressions_are_removed(api, tenant):
+    server_id = _server_id(tenant)
+    with session_scope() as db:
+        user = User(email_address=f"{unique('u')}@example.com")
+        db.add(user)
+        db.flush()
+        expired = UserSession(user_id=user.id, token_hash=hash_secret(generate_secret()),
+                              expires_at=clock.now() - timedelta(days=3))
+        live = UserSession(user_id=user.id, token_hash=hash_secret(generate_secret()),
+                           expires_at=clock.now() + timedelta(days=3))
+        lapsed = Suppression(server_id=server_id, address=f"{unique('s')}@x.example",
+                             expires_at=clock.now() - timedelta(days=2))
+        standing = Suppression(server_id=server_id, address=f"{unique('s')}@x.example",
+                               expires_at=None)
+        db.add_all([expired, live, lapsed, standing])
+        db.flush()
+        ids = (expired.id, live.id, lapsed.id, standing.id)
+    retention.run()
+    with session_scope() as db:
+        assert db.get(UserSession, ids[0]) is None and db.get(UserSession, ids[1]) is not None
+        assert db.get(Suppression, ids[2]) is None and db.get(Suppression, ids[3]) is not None

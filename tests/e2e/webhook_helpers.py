@@ -1,0 +1,73 @@
+"""Helpers of the webhook tests: register webhooks over HTTP, make messages and emit events
+directly (as the sending pipeline does), read queue and log rows, verify with openssl."""
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import tempfile
+import uuid
+
+from sqlalchemy import select
+
+from chalicelib.db import session_scope
+from chalicelib.db.models import (Message, Organization, Server, WebhookRequest,
+                                  WebhookRequestLog)
+from chalicelib.services import events, keys, signing
+from tests.support import Api
+
+
+def create_webhook(api: Api, tenant, url: str, **fields) -> dict:
+    body = {"name": "hook", "url": url, **fields}
+    return Api.data(api.post(tenant.server_path + "/webhooks", body), 201)["webhook"]
+
+
+def server_id(tenant) -> int:
+    with session_scope() as db:
+        return db.scalar(select(Server.id).join(Organization)
+                         .where(Organization.permalink == tenant.org,
+                                Server.permalink == tenant.server))
+
+
+def make_message(tenant, rcpt: str = "someone@example.net") -> int:
+    with session_scope() as db:
+        message = Message(server_id=server_id(tenant), token=uuid.uuid4().hex, scope="outgoing",
+                          rcpt_to=rcpt, mail_from=f"app@{tenant.domain}", status="Pending",
+                          tag="welcome", metadata_json={"customer": 7})
+        db.add(message)
+        db.flush()
+        return message.id
+
+
+def emit(message_id: int, event: str, details: str = "details") -> str:
+    """Emit like the pipeline does; returns the event's uuid."""
+    with session_scope() as db:
+        record = events.emit(db, db.get(Message, message_id), event, details)
+        return record.uuid
+
+
+def queue_rows(webhook_id: int) -> list[WebhookRequest]:
+    with session_scope() as db:
+        return list(db.scalars(select(WebhookRequest).where(
+            WebhookRequest.webhook_id == webhook_id)))
+
+
+def log_rows(webhook_id: int) -> list[WebhookRequestLog]:
+    with session_scope() as db:
+        return list(db.scalars(select(WebhookRequestLog).where(
+            WebhookRequestLog.webhook_id == webhook_id).order_by(WebhookRequestLog.id)))
+
+
+def openssl_verifies(body: bytes, signature_b64: str) -> bool:
+    """Independent check: only the public key, the exact body and the openssl CLI."""
+    public_pem = signing.public_key_pem(keys.signing_key())
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {name: os.path.join(tmp, name) for name in ("pub.pem", "sig.bin", "body.bin")}
+        for name, data in (("pub.pem", public_pem), ("sig.bin", base64.b64decode(signature_b64)),
+                           ("body.bin", body)):
+            with open(paths[name], "wb") as fh:
+                fh.write(data)
+        result = subprocess.run(["openssl", "dgst", "-sha256", "-verify", paths["pub.pem"],
+                                 "-signature", paths["sig.bin"], paths["body.bin"]],
+                                capture_output=True, text=True)
+    return result.returncode == 0 and "Verified OK" in result.stdout

@@ -1,0 +1,156 @@
+"""A scriptable receiving mail server on loopback (aiosmtpd), standing in for a recipient MX.
+
+Each test scripts what the server answers, one entry per message (DATA) in order; when the
+script runs out every message is accepted. Entries:
+
+* ``"250"``                 accept (the message is recorded in ``messages``)
+* ``"451 try later"``       any 4xx/5xx reply to DATA (not recorded)
+* ``"rcpt:550 no such user"`` reply to RCPT TO instead (the message never reaches DATA)
+* ``"drop"``                close the connection after the data arrived, before replying
+
+``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
+``tls=True`` offers STARTTLS with a throwaway self-signed certificate.
+"""
+from __future__ import annotations
+
+import datetime
+import ssl
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
+
+from tests.support import free_port
+
+
+@dataclass
+class Received:
+    mail_from: str
+    rcpt_tos: list[str]
+    data: bytes
+
+
+def _self_signed_context() -> ssl.SSLContext:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mx.test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    folder = tempfile.mkdtemp(prefix="mx-tls-")
+    cert_path, key_path = f"{folder}/cert.pem", f"{folder}/key.pem"
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    return context
+
+
+class _Handler:
+    def __init__(self, mx: "ScriptedMX"):
+        self.mx = mx
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        self.mx._seen(address)
+        entry = self.mx._peek()
+        if entry is not None and entry.startswith("rcpt:"):
+            self.mx._pop()
+            return entry[len("rcpt:"):]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        entry = self.mx._pop() or "250"
+        if entry == "drop":
+            self.mx._note("dropped")
+            server.transport.close()
+            return None
+        if entry.startswith("250"):
+            self.mx._record(Received(envelope.mail_from, list(envelope.rcpt_tos),
+                                     envelope.original_content or envelope.content))
+            return "250 2.0.0 OK queued"
+        return entry
+
+
+class _CountingSMTP(SMTP):
+    def __init__(self, handler, mx, **kwargs):
+        super().__init__(handler, **kwargs)
+        self._mx = mx
+
+    def connection_made(self, transport):
+        self._mx._note("connection")
+        super().connection_made(transport)
+
+
+class ScriptedMX:
+    def __init__(self, script: list[str] | None = None, *, tls: bool = False,
+                 port: int | None = None):
+        self.script: list[str] = list(script or [])
+        self.messages: list[Received] = []
+        self.connections = 0
+        self.rcpts_seen: list[str] = []
+        self.drops = 0
+        self._lock = threading.Lock()
+        self.port = port or free_port()
+        tls_context = _self_signed_context() if tls else None
+        handler = _Handler(self)
+        mx = self
+
+        class Ctl(Controller):
+            def factory(self):
+                return _CountingSMTP(self.handler, mx, tls_context=tls_context,
+                                     require_starttls=False, hostname="mx.test")
+
+        self._controller = Ctl(handler, hostname="127.0.0.1", port=self.port)
+
+    def _peek(self):
+        with self._lock:
+            return self.script[0] if self.script else None
+
+    def _pop(self):
+        with self._lock:
+            return self.script.pop(0) if self.script else None
+
+    def _record(self, received: Received):
+        with self._lock:
+            self.messages.append(received)
+
+    def _seen(self, address: str):
+        with self._lock:
+            self.rcpts_seen.append(address)
+
+    def _note(self, what: str):
+        with self._lock:
+            if what == "connection":
+                self.connections += 1
+            else:
+                self.drops += 1
+
+    def received_for(self, address: str) -> list[Received]:
+        with self._lock:
+            return [m for m in self.messages if address in m.rcpt_tos]
+
+    @property
+    def relay(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "ScriptedMX":
+        self._controller.start()
+        with self._lock:
+            self.connections = 0  # the controller's own start-up probe
+        return self
+
+    def stop(self) -> None:
+        self._controller.stop()

@@ -1,0 +1,162 @@
+"""Retry schedule, relay parsing and MX resolution (against a real DNS server on loopback)."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import dns.message
+import dns.rcode
+import dns.resolver
+import dns.rrset
+import pytest
+
+from chalicelib.services import delivery, retry
+
+
+def test_default_schedule_spans_about_two_days_and_grows(monkeypatch):
+    monkeypatch.delenv("DELIVERY_RETRY_SCHEDULE", raising=False)
+    monkeypatch.delenv("DELIVERY_MAX_ATTEMPTS", raising=False)
+    monkeypatch.setenv("TIME_SCALE", "1")
+    delays = [retry.delay_seconds(n) for n in range(1, 18)]
+    assert retry.max_attempts() == 18 and retry.delay_seconds(18) is None
+    assert delays == sorted(delays) and delays[0] == 60
+    assert 40 * 3600 <= sum(delays) <= 56 * 3600
+
+
+def test_schedule_is_configurable_and_scaled(monkeypatch):
+    monkeypatch.setenv("DELIVERY_RETRY_SCHEDULE", "1, 10")
+    monkeypatch.setenv("DELIVERY_MAX_ATTEMPTS", "5")
+    monkeypatch.setenv("TIME_SCALE", "0.5")
+    assert [retry.delay_seconds(n) for n in range(1, 6)] == [30, 300, 300, 300, None]
+    monkeypatch.setenv("DELIVERY_RETRY_SCHEDULE", "1,soon")
+    with pytest.raises(retry.ScheduleError, match="soon"):
+        retry.delay_seconds(1)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("smtp.example.com:2525", ("smtp.example.com", 2525)),
+    ("smtp.example.com", ("smtp.example.com", 25)),
+    ("[::1]:2526", ("::1", 2526)),
+    ("127.0.0.1:25", ("127.0.0.1", 25)),
+])
+def test_parse_relay(value, expected):
+    assert delivery.parse_relay(value) == expected
+
+
+ZONE = {
+    ("multi.test.", "MX"): [(20, "backup.multi.test."), (10, "primary.multi.test.")],
+    ("nullmx.test.", "MX"): [(0, ".")],
+    ("plain.test.", "A"): ["192.0.2.7"],
+    ("noaddr.test.", "TXT"): ["x"],
+}
+
+
+class LoopbackDNS:
+    """A tiny authoritative DNS server over UDP answering from ZONE (NXDOMAIN otherwise)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                data, peer = self.sock.recvfrom(4096)
+            except OSError:
+                return
+            query = dns.message.from_wire(data)
+            response = dns.message.make_response(query)
+            question = query.question[0]
+            name, rdtype = question.name.to_text(), dns.rdatatype.to_text(question.rdtype)
+            known = {n for n, _ in ZONE}
+            if name not in known:
+                response.set_rcode(dns.rcode.NXDOMAIN)
+            elif (name, rdtype) in ZONE:
+                values = [" ".join(map(str, v)) if isinstance(v, tuple) else v
+                          for v in ZONE[(name, rdtype)]]
+                response.answer.append(dns.rrset.from_text(name, 60, "IN", rdtype, *values))
+            try:
+                self.sock.sendto(response.to_wire(), peer)
+            except OSError:  # closed at teardown while answering a resolver's retry
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def dns_server(monkeypatch):
+    monkeypatch.delenv("DELIVERY_RELAY", raising=False)
+    server = LoopbackDNS()
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.nameservers = ["127.0.0.1"]
+    resolver.port = server.port
+    monkeypatch.setattr(delivery, "resolver", resolver)
+    yield server
+    server.close()
+
+
+def test_mx_hosts_in_preference_order(dns_server):
+    assert delivery.targets("multi.test") == [("primary.multi.test", 25),
+                                               ("backup.multi.test", 25)]
+
+
+def test_no_mx_falls_back_to_the_domain_address(dns_server):
+    assert delivery.targets("plain.test") == [("plain.test", 25)]
+
+
+@pytest.mark.parametrize("domain, needle", [
+    ("nullmx.test", "null MX"),
+    ("missing.test", "does not exist"),
+    ("noaddr.test", "no MX, A or AAAA"),
+])
+def test_undeliverable_domains_fail_permanently(dns_server, domain, needle):
+    with pytest.raises(delivery.TargetError) as info:
+        delivery.targets(domain)
+    assert info.value.status == delivery.HARD and needle in info.value.details
+    assert info.value.recipient_rejected
+
+
+def test_relay_overrides_mx(dns_server, monkeypatch):
+    monkeypatch.setenv("DELIVERY_RELAY", "relay.internal:587")
+    assert delivery.targets("multi.test") == [("relay.internal", 587)]
+
+
+def test_unreachable_hosts_give_a_soft_failure_naming_them():
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    outcome = delivery.send([("127.0.0.1", p) for p in ports], mail_from="a@rp.test",
+                            rcpt_to="b@example.com", data=b"Subject: x\r\n\r\nhi\r\n")
+    assert outcome.status == delivery.SOFT and outcome.stage == "connect"
+    assert all(str(p) in outcome.details for p in ports) and len(outcome.tried) == 2
+
+
+def test_sessions_are_reused_and_a_dead_cached_session_is_replaced():
+    from tests.mx import ScriptedMX
+
+    first = ScriptedMX().start()
+    data = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
+    hosts = [("127.0.0.1", first.port)]
+    try:
+        for n in range(3):
+            outcome = delivery.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
+                                    data=data)
+            assert outcome.status == delivery.SENT, outcome.details
+        assert first.connections == 1 and len(first.messages) == 3
+    finally:
+        first.stop()  # the server goes away; our cached session is now dead
+    second = ScriptedMX(port=first.port).start()
+    try:
+        outcome = delivery.send(hosts, mail_from="rp@rp.test", rcpt_to="again@example.org",
+                                data=data)
+        assert outcome.status == delivery.SENT, outcome.details
+        assert second.connections == 1 and len(second.messages) == 1
+    finally:
+        delivery.close_cached()
+        second.stop()
