@@ -1,0 +1,64 @@
+"""The Chalice app: registers the HTTP surfaces, the queue consumers and the sweeper schedule.
+Nothing else lives here; the service is in chalicelib/."""
+import logging
+import os
+
+from chalice import Chalice, Rate
+
+from chalicelib import aws_bootstrap
+from chalicelib.api import register
+
+# In AWS: settings that hold secrets come from Secrets Manager (no-op locally).
+aws_bootstrap.load_once()
+
+app = Chalice(app_name="email-service")
+app.log.setLevel(logging.INFO)
+register(app)
+
+# Queue names are fixed at deploy time (Chalice writes them into the template).
+_PREFIX = os.environ.get("SQS_QUEUE_PREFIX", "email-service-")
+
+
+# The worker and sweeper modules are imported inside the handlers (cold start): an HTTP
+# function's cold start does not pay for them, and dispatch loads only the worker it needs.
+def _dispatch(event):
+    from chalicelib.workers import dispatch
+
+    return dispatch.handle_sqs_event(event, _PREFIX)
+
+
+@app.on_sqs_message(queue=_PREFIX + "deliveries", batch_size=10)
+def deliveries_worker(event):
+    return _dispatch(event)
+
+
+@app.on_sqs_message(queue=_PREFIX + "webhooks", batch_size=10)
+def webhooks_worker(event):
+    return _dispatch(event)
+
+
+@app.on_sqs_message(queue=_PREFIX + "inbound", batch_size=10)
+def inbound_worker(event):
+    return _dispatch(event)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def sweep(event):
+    from chalicelib.workers import sweeper
+
+    return sweeper.sweep()
+
+
+@app.schedule(Rate(1, unit=Rate.HOURS))
+def prune(event):
+    from chalicelib.workers import retention
+
+    return retention.run()
+
+
+@app.lambda_function(name="migrate")
+def migrate(event, context):
+    # Invoked by infra/deploy.sh with the new code before `chalice deploy` switches traffic.
+    from chalicelib import ops
+
+    return ops.migrate()

@@ -1,0 +1,39 @@
+"""/api/v2/auth/invitations: the public preview and acceptance of an invitation."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.api.accounts.session import client, session_answer
+from chalicelib.api.auth import bearer_token
+from chalicelib.api.framework import NONE, Call, endpoint
+from chalicelib.api.schemas import accounts as schemas
+from chalicelib.services import accounts, members, sessions
+
+bp = Blueprint(__name__)
+
+
+@endpoint(bp, "/invitations/{token}", "GET", auth=NONE)
+def preview(call: Call, token: str):
+    inv = members.pending_invitation(call.db, token)
+    org = inv.organization
+    return {"invitation": {"email_address": inv.email_address, "role": inv.role,
+                           "organization": {"name": org.name, "permalink": org.permalink},
+                           "expires_at": inv.expires_at,
+                           "account_exists": accounts.find_by_email(call.db, inv.email_address)
+                           is not None}}
+
+
+@endpoint(bp, "/invitations/accept", "POST", auth=NONE, body=schemas.InvitationAcceptIn,
+          status=201)
+def accept(call: Call):
+    # Bearer is optional here: a signed-in invitee joins as themself, a new one gets an account.
+    token = bearer_token(call.request)
+    user = sessions.authenticate_session(call.db, token).user if token else None
+    b = call.body
+    result = members.accept(call.db, token=b.token, user=user, password=b.password,
+                            first_name=b.first_name, last_name=b.last_name, client=client(call))
+    answer = {"membership": schemas.membership(result["membership"]),
+              "user": schemas.user(result["user"])}
+    if result["session"] is not None:
+        answer.update(session_answer(result["user"], *result["session"]))
+    return answer

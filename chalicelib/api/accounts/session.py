@@ -1,0 +1,103 @@
+"""/api/v2/auth: register, login, logout, me, password change and reset, TOTP."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.api.framework import NONE, SESSION, Call, endpoint
+from chalicelib.api.schemas import accounts as schemas
+from chalicelib.services import accounts, admin_keys, audit, sessions, totp
+
+bp = Blueprint(__name__)
+
+
+def client(call: Call) -> audit.Client:
+    return audit.Client(call.ip_address, call.user_agent)
+
+
+def session_answer(user, session, token) -> dict:
+    return sessions.session_result(schemas.user(user), session, token)
+
+
+@endpoint(bp, "/register", "POST", auth=NONE, body=schemas.RegisterIn, status=201)
+def register(call: Call):
+    b = call.body
+    return session_answer(*accounts.register(call.db, email=b.email_address,
+                                             first_name=b.first_name, last_name=b.last_name,
+                                             password=b.password, client=client(call)))
+
+
+@endpoint(bp, "/login", "POST", auth=NONE, body=schemas.LoginIn, status=201)
+def login(call: Call):
+    b = call.body
+    return session_answer(*accounts.login(call.db, email=b.email_address, password=b.password,
+                                          totp_code=b.totp_code, client=client(call)))
+
+
+@endpoint(bp, "/logout", "POST", auth=SESSION)
+def logout(call: Call):
+    accounts.logout(call.db, call.principal.session, client(call))
+    return {"logged_out": True}
+
+
+def _me(call: Call) -> dict:
+    user = call.principal.user
+    return {"user": schemas.user(user),
+            "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
+
+
+@endpoint(bp, "/me", "GET", auth=SESSION)
+def me(call: Call):
+    return _me(call)
+
+
+@endpoint(bp, "/me", "PATCH", auth=SESSION, body=schemas.ProfileIn)
+def update_me(call: Call):
+    accounts.update_profile(call.principal.user, call.body.model_dump(exclude_unset=True))
+    return _me(call)
+
+
+@endpoint(bp, "/password", "POST", auth=SESSION, body=schemas.PasswordChangeIn)
+def change_password(call: Call):
+    user = call.principal.user
+    session, token = accounts.change_password(call.db, user,
+                                              current_password=call.body.current_password,
+                                              new_password=call.body.new_password,
+                                              client=client(call))
+    return session_answer(user, session, token)
+
+
+@endpoint(bp, "/password-reset", "POST", auth=NONE, body=schemas.ResetRequestIn)
+def request_reset(call: Call):
+    # An admin API key marks the operator (or a frontend's back end that delivers the link
+    # itself): only then does the answer carry the token. Everyone else gets the same message.
+    key = call.headers.get("x-admin-api-key")
+    operator = bool(key) and admin_keys.authenticate(call.db, key) is not None
+    return accounts.request_password_reset(call.db, call.body.email_address, client(call),
+                                           operator=operator)
+
+
+@endpoint(bp, "/password-reset/complete", "POST", auth=NONE, body=schemas.ResetCompleteIn)
+def complete_reset(call: Call):
+    user = accounts.complete_password_reset(call.db, token=call.body.token,
+                                            password=call.body.password, client=client(call))
+    return {"password_reset": True, "user": schemas.user(user)}
+
+
+@endpoint(bp, "/totp/enroll", "POST", auth=SESSION)
+def totp_enroll(call: Call):
+    return totp.enroll(call.db, call.principal.user, client(call))
+
+
+@endpoint(bp, "/totp/activate", "POST", auth=SESSION, body=schemas.TotpCodeIn)
+def totp_activate(call: Call):
+    totp.activate(call.db, call.principal.user, call.body.code, client(call))
+    return {"totp_enabled": True, "user": schemas.user(call.principal.user)}
+
+
+@endpoint(bp, "/totp/disable", "POST", auth=SESSION, body=schemas.PasswordIn)
+def totp_disable(call: Call):
+    user = call.principal.user
+    accounts.check_password(call.db, user, call.body.password, client(call),
+                            event="totp_disable_failed")
+    totp.disable(call.db, user, client(call))
+    return {"totp_enabled": False, "user": schemas.user(user)}

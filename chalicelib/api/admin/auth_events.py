@@ -1,0 +1,22 @@
+"""Management: the authentication audit trail, newest first."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.api.framework import ADMIN, Call, endpoint
+from chalicelib.services import audit
+from chalicelib.services.permissions import authorize
+
+bp = Blueprint(__name__)
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+@endpoint(bp, "/auth_events", "GET", auth=ADMIN)
+def list_auth_events(call: Call):
+    authorize(call.principal, "auth_events.read")
+    limit = call.query_int("limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    user_id = call.query_int("user_id")
+    rows = call.db.scalars(audit.events_query(limit, user_id=user_id,
+                                              event=call.query.get("event") or None))
+    return {"auth_events": [audit.record_dict(r) for r in rows], "limit": limit}

@@ -1,0 +1,89 @@
+"""Management: a server's sending domains and credentials."""
+from __future__ import annotations
+
+from chalice import Blueprint
+from sqlalchemy import select
+
+from chalicelib.api import records
+from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
+from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
+from chalicelib.db.models import Credential, Domain
+from chalicelib.services import credentials, domains, lookup
+
+bp = Blueprint(__name__)
+SERVER = "/organizations/{org}/servers/{server}"
+
+
+@endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN)
+def list_domains(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "domains.read")
+    stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id)
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"domains": [records.domain(d) for d in rows], "pagination": pagination}
+
+
+@endpoint(bp, SERVER + "/domains", "POST", auth=ADMIN, body=DomainIn, status=201)
+def create_domain(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
+    return {"domain": records.domain(domains.create_domain(call.db, srv, call.body.name))}
+
+
+@endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN)
+def show_domain(call: Call, org: str, server: str, name: str):
+    srv = lookup.server(call.db, call.principal, org, server, "domains.read")
+    return {"domain": records.domain(domains.find_domain(call.db, srv, name))}
+
+
+@endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN)
+def delete_domain(call: Call, org: str, server: str, name: str):
+    srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
+    domain = domains.find_domain(call.db, srv, name)
+    record = records.domain(domain)
+    call.db.delete(domain)
+    return {"domain": record, "deleted": True}
+
+
+@endpoint(bp, SERVER + "/domains/{name}/verify", "POST", auth=ADMIN)
+def verify_domain(call: Call, org: str, server: str, name: str):
+    srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
+    return {"domain": records.domain(domains.verify_domain(domains.find_domain(call.db, srv, name)))}
+
+
+@endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN)
+def list_credentials(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
+    stmt = select(Credential).where(Credential.server_id == srv.id).order_by(Credential.id)
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"credentials": [records.credential(c) for c in rows], "pagination": pagination}
+
+
+@endpoint(bp, SERVER + "/credentials", "POST", auth=ADMIN, body=CredentialIn, status=201)
+def create_credential(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
+    credential, key = credentials.create_credential(
+        call.db, srv, type=call.body.type, name=call.body.name, ip_range=call.body.ip_range,
+        hold=call.body.hold)
+    return {"credential": records.credential(credential, key)}
+
+
+@endpoint(bp, SERVER + "/credentials/{id}", "GET", auth=ADMIN)
+def show_credential(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
+    return {"credential": records.credential(credentials.find_credential(call.db, srv, id))}
+
+
+@endpoint(bp, SERVER + "/credentials/{id}", "PATCH", auth=ADMIN, body=CredentialUpdate)
+def update_credential(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
+    credential = credentials.update_credential(credentials.find_credential(call.db, srv, id),
+                                               name=call.body.name, hold=call.body.hold)
+    return {"credential": records.credential(credential)}
+
+
+@endpoint(bp, SERVER + "/credentials/{id}", "DELETE", auth=ADMIN)
+def delete_credential(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
+    credential = credentials.find_credential(call.db, srv, id)
+    record = records.credential(credential)
+    call.db.delete(credential)
+    return {"credential": record, "deleted": True}

@@ -1,0 +1,107 @@
+"""Management: organizations and their servers."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib import errors
+from chalicelib.api import records
+from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
+from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, ServerIn, ServerUpdate, SuspendIn
+from chalicelib.config import get_settings
+from chalicelib.db.models import Server
+from chalicelib.services import lookup, organizations, permissions
+
+bp = Blueprint(__name__)
+ORG = "/organizations/{org}"
+SERVER = ORG + "/servers/{server}"
+
+
+@endpoint(bp, "/organizations", "GET", auth=ADMIN)
+def list_organizations(call: Call):
+    rows, pagination = paginate(call.db, organizations.organizations_query(call.principal),
+                                *call.page_args())
+    return {"organizations": [records.organization(o) for o in rows], "pagination": pagination}
+
+
+@endpoint(bp, "/organizations", "POST", auth=ADMIN, body=OrganizationIn, status=201)
+def create_organization(call: Call):
+    principal = call.principal
+    if principal.kind == "user" and not permissions.is_full_access(principal) \
+            and not get_settings().auth_allow_organization_creation:
+        raise errors.Forbidden("organization creation is disabled on this installation")
+    org = organizations.create_organization(call.db, principal, name=call.body.name,
+                                            permalink=call.body.permalink,
+                                            time_zone=call.body.time_zone)
+    return {"organization": records.organization(org)}
+
+
+@endpoint(bp, ORG, "GET", auth=ADMIN)
+def show_organization(call: Call, org: str):
+    return {"organization": records.organization(
+        lookup.organization(call.db, call.principal, org, "organization.read"))}
+
+
+@endpoint(bp, ORG, "DELETE", auth=ADMIN)
+def delete_organization(call: Call, org: str):
+    found = lookup.organization(call.db, call.principal, org, "organization.delete")
+    record = records.organization(found)
+    organizations.delete_organization(call.db, found)
+    return {"organization": record, "deleted": True}
+
+
+@endpoint(bp, ORG + "/servers", "GET", auth=ADMIN)
+def list_servers(call: Call, org: str):
+    found = lookup.organization(call.db, call.principal, org, "servers.read")
+    from sqlalchemy import select
+
+    stmt = select(Server).where(Server.organization_id == found.id).order_by(Server.id)
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"servers": [records.server(s) for s in rows], "pagination": pagination}
+
+
+@endpoint(bp, ORG + "/servers", "POST", auth=ADMIN, body=ServerIn, status=201)
+def create_server(call: Call, org: str):
+    found = lookup.organization(call.db, call.principal, org, "servers.manage")
+    srv = organizations.create_server(call.db, found, name=call.body.name,
+                                      permalink=call.body.permalink, mode=call.body.mode)
+    return {"server": records.server(srv)}
+
+
+@endpoint(bp, SERVER, "GET", auth=ADMIN)
+def show_server(call: Call, org: str, server: str):
+    return {"server": records.server(lookup.server(call.db, call.principal, org, server,
+                                                   "servers.read"))}
+
+
+@endpoint(bp, SERVER, "PATCH", auth=ADMIN, body=ServerUpdate)
+def update_server(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    organizations.update_server(srv, call.body.model_dump(exclude_unset=True))
+    return {"server": records.server(srv)}
+
+
+@endpoint(bp, SERVER, "DELETE", auth=ADMIN)
+def delete_server(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    record = records.server(srv)
+    call.db.delete(srv)
+    return {"server": record, "deleted": True}
+
+
+@endpoint(bp, SERVER + "/suspend", "POST", auth=ADMIN, body=SuspendIn)
+def suspend_server(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    return {"server": records.server(organizations.suspend_server(srv, call.body.reason))}
+
+
+@endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN)
+def unsuspend_server(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    return {"server": records.server(organizations.unsuspend_server(srv))}
+
+
+@endpoint(bp, SERVER + "/ip_pool", "POST", auth=ADMIN, body=IPPoolAssign)
+def assign_ip_pool(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    return {"server": records.server(organizations.assign_ip_pool(call.db, srv,
+                                                                  call.body.ip_pool_id))}

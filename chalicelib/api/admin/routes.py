@@ -1,0 +1,79 @@
+"""Management: a server's inbound routes."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from chalice import Blueprint
+from pydantic import Field
+from sqlalchemy import select
+
+from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
+from chalicelib.api.schemas import Schema
+from chalicelib.db.models import Route
+from chalicelib.services import lookup, routes
+
+bp = Blueprint(__name__)
+SERVER = "/organizations/{org}/servers/{server}"
+Mode = Literal["endpoint", "accept", "hold", "bounce", "reject"]
+
+
+class RouteIn(Schema):
+    name: str = Field(min_length=1, max_length=64)
+    domain: str = Field(min_length=1, max_length=253)
+    mode: Mode = "endpoint"
+    endpoint: dict[str, Any] | None = None
+
+
+class RouteUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+    mode: Mode | None = None
+    endpoint: dict[str, Any] | None = None
+
+
+def record(call: Call, route: Route) -> dict:
+    domain = routes.domain_name(call.db, route)
+    return {"id": route.id, "uuid": route.uuid, "name": route.name, "domain": domain,
+            "address": f"{route.name}@{domain}", "mode": route.mode, "endpoint": route.endpoint,
+            "created_at": route.created_at, "updated_at": route.updated_at}
+
+
+@endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN)
+def list_routes(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "routes.read")
+    stmt = select(Route).where(Route.server_id == srv.id).order_by(Route.id)
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
+    return {"routes": [record(call, r) for r in rows], "pagination": pagination}
+
+
+@endpoint(bp, SERVER + "/routes", "POST", auth=ADMIN, body=RouteIn, status=201)
+def create_route(call: Call, org: str, server: str):
+    srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
+    body = call.body
+    route = routes.create_route(call.db, srv, name=body.name, domain=body.domain, mode=body.mode,
+                                endpoint=body.endpoint)
+    return {"route": record(call, route)}
+
+
+@endpoint(bp, SERVER + "/routes/{id}", "GET", auth=ADMIN)
+def show_route(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "routes.read")
+    return {"route": record(call, routes.find_route(call.db, srv, id))}
+
+
+@endpoint(bp, SERVER + "/routes/{id}", "PATCH", auth=ADMIN, body=RouteUpdate)
+def update_route(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
+    body = call.body
+    route = routes.update_route(call.db, routes.find_route(call.db, srv, id), name=body.name,
+                                mode=body.mode, endpoint=body.endpoint,
+                                endpoint_set="endpoint" in body.model_fields_set)
+    return {"route": record(call, route)}
+
+
+@endpoint(bp, SERVER + "/routes/{id}", "DELETE", auth=ADMIN)
+def delete_route(call: Call, org: str, server: str, id: int):
+    srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
+    route = routes.find_route(call.db, srv, id)
+    result = record(call, route)
+    call.db.delete(route)
+    return {"route": result, "deleted": True}

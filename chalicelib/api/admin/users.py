@@ -1,0 +1,63 @@
+"""Management: user accounts (instance admins and admin API keys only)."""
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.api.accounts.session import client
+from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
+from chalicelib.api.schemas import accounts as schemas
+from chalicelib.services import accounts, users
+from chalicelib.services.permissions import authorize
+
+bp = Blueprint(__name__)
+
+
+@endpoint(bp, "/users", "GET", auth=ADMIN)
+def list_users(call: Call):
+    authorize(call.principal, "users.manage")
+    rows, pagination = paginate(call.db, users.users_query(), *call.page_args())
+    return {"users": [schemas.user(u) for u in rows], "pagination": pagination}
+
+
+@endpoint(bp, "/users", "POST", auth=ADMIN, body=schemas.UserIn, status=201)
+def create_user(call: Call):
+    authorize(call.principal, "users.manage")
+    b = call.body
+    user = users.create(call.db, call.principal, client(call), email=b.email_address,
+                        first_name=b.first_name, last_name=b.last_name, password=b.password,
+                        admin=b.admin)
+    return {"user": schemas.user(user)}
+
+
+@endpoint(bp, "/users/{id}", "GET", auth=ADMIN)
+def show_user(call: Call, id: int):
+    authorize(call.principal, "users.manage")
+    user = users.find(call.db, id)
+    return {"user": schemas.user(user),
+            "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
+
+
+@endpoint(bp, "/users/{id}", "PATCH", auth=ADMIN, body=schemas.UserUpdate)
+def update_user(call: Call, id: int):
+    authorize(call.principal, "users.manage")
+    user = users.update(call.db, call.principal, client(call), users.find(call.db, id),
+                        call.body.model_dump(exclude_unset=True))
+    return {"user": schemas.user(user)}
+
+
+@endpoint(bp, "/users/{id}", "DELETE", auth=ADMIN)
+def delete_user(call: Call, id: int):
+    authorize(call.principal, "users.manage")
+    user = users.find(call.db, id)
+    record = schemas.user(user)
+    users.delete(call.db, call.principal, client(call), user)
+    return {"user": record, "deleted": True}
+
+
+@endpoint(bp, "/users/{id}/password_reset", "POST", auth=ADMIN, status=201)
+def issue_password_reset(call: Call, id: int):
+    """The operator's way to hand a user a reset link (the service sends no mail)."""
+    authorize(call.principal, "users.manage")
+    user = users.find(call.db, id)
+    return {"password_reset": accounts.issue_password_reset(call.db, user, client(call),
+                                                            by=users.actor(call.principal))}

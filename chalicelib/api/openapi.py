@@ -1,0 +1,264 @@
+"""The OpenAPI 3.1 document of all three surfaces, generated from what the handlers really do:
+``framework.ENDPOINTS`` (path, method, auth, the pydantic body model a handler validates with,
+success status) and the url prefix of each blueprint from ``api.blueprints()``. Nothing here
+is written by hand per endpoint, so the document cannot silently drift from the code; the
+committed ``openapi.json`` is checked against this generator by ``tests/unit/test_openapi.py``.
+
+Served at ``GET /api/v2/openapi.json`` (outside the envelope, as OpenAPI tools expect) and
+printed by ``python -m chalicelib.api.openapi > openapi.json``.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from typing import Any
+
+from chalice import Blueprint, Response
+
+from chalicelib import __version__
+from chalicelib.api import framework
+from chalicelib.api.errors import STATUS_BY_CODE
+from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Call, endpoint
+
+bp = Blueprint(__name__)
+
+OPENAPI_PATH = "/api/v2/openapi.json"
+_PARAM = re.compile(r"{(\w+)}")
+_METHOD_ORDER = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+_SURFACES = (("/api/v2/server", "Messaging"), ("/api/v2/admin", "Management"),
+             ("/api/v2/auth", "Accounts"))
+
+SECURITY_SCHEMES = {
+    "ServerApiKey": {"type": "apiKey", "in": "header", "name": "X-Server-API-Key",
+                     "description": "Key of a server's API credential (messaging surface)."},
+    "AdminApiKey": {"type": "apiKey", "in": "header", "name": "X-Admin-API-Key",
+                    "description": "Admin API key (full management access)."},
+    "BearerSession": {"type": "http", "scheme": "bearer",
+                      "description": "Session token from POST /api/v2/auth/login."},
+}
+_SECURITY = {
+    NONE: [],
+    SERVER: [{"ServerApiKey": []}],
+    ADMIN: [{"AdminApiKey": []}, {"BearerSession": []}],
+    SESSION: [{"BearerSession": []}],
+}
+
+ENVELOPE_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string", "enum": sorted(STATUS_BY_CODE),
+                     "description": "Stable error code; clients branch on it."},
+            "message": {"type": "string"},
+            "field": {"type": "string", "description": "The request field at fault, if any."},
+        },
+    },
+    "ErrorEnvelope": {
+        "type": "object",
+        "required": ["status", "time", "error"],
+        "properties": {
+            "status": {"const": "error"},
+            "time": {"type": "number", "description": "Server-side processing seconds."},
+            "error": {"$ref": "#/components/schemas/Error"},
+        },
+    },
+    "SuccessEnvelope": {
+        "type": "object",
+        "required": ["status", "time", "data"],
+        "properties": {
+            "status": {"const": "success"},
+            "time": {"type": "number", "description": "Server-side processing seconds."},
+            "data": {"type": "object"},
+        },
+    },
+    "Pagination": {
+        "type": "object",
+        "properties": {name: {"type": "integer"}
+                       for name in ("page", "per_page", "total", "total_pages")},
+    },
+}
+
+
+def _route_table() -> list[tuple[str, framework.EndpointInfo]]:
+    """(full path, endpoint) of every registered endpoint, importing each blueprint module."""
+    from chalicelib.api import blueprints
+
+    prefixes: dict[int, str] = {}
+    for module_path, prefix in blueprints():
+        prefixes[id(importlib.import_module(module_path).bp)] = prefix
+    table = []
+    for info in framework.ENDPOINTS:
+        prefix = prefixes.get(id(info.blueprint))
+        if prefix is None:  # a blueprint that is not registered on the app serves nothing
+            continue
+        table.append((prefix + info.path, info))
+    return table
+
+
+def _tag(path: str) -> str:
+    for prefix, tag in _SURFACES:
+        if path.startswith(prefix):
+            return tag
+    return "Public"
+
+
+def _parameters(path: str) -> list[dict]:
+    params = []
+    for name in _PARAM.findall(path):
+        schema = {"type": "integer", "minimum": 1, "maximum": framework.MAX_ID} \
+            if name in framework.INTEGER_PARAMS else {"type": "string", "minLength": 1}
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
+    return params
+
+
+ERROR_RESPONSES = {
+    "Unauthorized": (401, "Missing or invalid credentials."),
+    "Forbidden": (403, "The caller lacks permission (or the server is suspended)."),
+    "NotFound": (404, "No such resource."),
+    "ParameterMissing": (400, "A required field is absent; error.field names it."),
+    "PayloadTooLarge": (413, "The body is larger than MAX_REQUEST_BYTES."),
+    "ValidationError": (422, "Invalid request; error.field names the field."),
+}
+
+
+def _error_responses() -> dict:
+    return {code: {"description": f"{code}: {text}", "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}
+        for code, (_, text) in ERROR_RESPONSES.items()}
+
+
+def _ref(code: str) -> tuple[str, dict]:
+    return str(ERROR_RESPONSES[code][0]), {"$ref": f"#/components/responses/{code}"}
+
+
+def _responses(path: str, info: framework.EndpointInfo) -> dict:
+    responses: dict[str, Any]
+    if info.raw:
+        responses = {"default": {"description": "Answered outside the envelope "
+                                 "(redirect, image or document)."}}
+    else:
+        responses = {str(info.status): {"description": "Success.", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SuccessEnvelope"}}}}}
+    codes = []
+    if info.auth != NONE:
+        codes += ["Unauthorized", "Forbidden"]
+    if _PARAM.search(path):
+        codes.append("NotFound")
+    if info.body is not None or info.method in ("POST", "PATCH", "PUT"):
+        codes += ["ParameterMissing", "PayloadTooLarge", "ValidationError"]
+    responses.update(_ref(code) for code in codes)
+    return dict(sorted(responses.items()))
+
+
+def _summary(info: framework.EndpointInfo) -> str:
+    if info.summary != info.name:
+        return info.summary
+    return info.name.replace("_", " ").capitalize()
+
+
+def _operation_ids(table: list[tuple[str, framework.EndpointInfo]]) -> dict[int, str]:
+    """Handler names, qualified by their module where two handlers share a name."""
+    counts: dict[str, int] = {}
+    for _, info in table:
+        counts[info.name] = counts.get(info.name, 0) + 1
+    ids = {}
+    for _, info in table:
+        module = (getattr(info.blueprint, "_import_name", "") or "").rsplit(".", 1)[-1]
+        ids[id(info)] = info.name if counts[info.name] == 1 else f"{module}_{info.name}"
+    return ids
+
+
+def _body_schemas(models: list[type]) -> tuple[dict[type, dict], dict[str, Any]]:
+    from pydantic.json_schema import models_json_schema
+
+    if not models:
+        return {}, {}
+    refs, top = models_json_schema([(model, "validation") for model in models],
+                                   ref_template="#/components/schemas/{model}")
+    return {model: schema for (model, _), schema in refs.items()}, top.get("$defs", {})
+
+
+def _health_operation() -> dict:
+    return {"get": {
+        "operationId": "health", "tags": ["Instance"], "security": [],
+        "summary": "Liveness probe; never touches storage (not in the envelope).",
+        "responses": {"200": {"description": "The service runs.", "content": {
+            "application/json": {"schema": {
+                "type": "object", "required": ["status", "version"],
+                "properties": {"status": {"const": "ok"}, "version": {"type": "string"}}}}}}},
+    }}
+
+
+def generate() -> dict:
+    table = _route_table()
+    models = sorted({info.body for _, info in table if info.body is not None},
+                    key=lambda m: (m.__name__, m.__module__))
+    body_refs, definitions = _body_schemas(models)
+    op_ids = _operation_ids(table)
+
+    paths: dict[str, dict] = {"/health": _health_operation()}
+    for path, info in sorted(table, key=lambda item: (item[0], _METHOD_ORDER.index(item[1].method))):
+        operation: dict[str, Any] = {
+            "operationId": op_ids[id(info)],
+            "summary": _summary(info),
+            "tags": [_tag(path)],
+            "security": _SECURITY[info.auth],
+            "responses": _responses(path, info),
+        }
+        params = _parameters(path)
+        if params:
+            operation["parameters"] = params
+        if info.body is not None:
+            operation["requestBody"] = {"required": True, "content": {
+                "application/json": {"schema": body_refs[info.body]}}}
+        paths.setdefault(path, {})[info.method.lower()] = operation
+
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Transactional Email Service API",
+            "version": __version__,
+            "description": "Messaging (X-Server-API-Key), management (X-Admin-API-Key or a "
+                           "Bearer session) and accounts. Every answer except /health, the "
+                           "tracking endpoints and this document uses the envelope "
+                           "{status, time, data | error}.",
+        },
+        "tags": [{"name": name} for name in ("Messaging", "Management", "Accounts", "Public",
+                                             "Instance")],
+        "paths": paths,
+        "components": {
+            "securitySchemes": SECURITY_SCHEMES,
+            "responses": _error_responses(),
+            "schemas": {**ENVELOPE_SCHEMAS, **dict(sorted(definitions.items()))},
+        },
+    }
+
+
+def render() -> str:
+    return json.dumps(generate(), indent=2, ensure_ascii=False) + "\n"
+
+
+_cached: str | None = None
+
+
+@endpoint(bp, OPENAPI_PATH, "GET", auth=NONE, raw=True)
+def openapi_document(call: Call):
+    """The OpenAPI 3.1 document of this API (not in the envelope)."""
+    global _cached
+    if _cached is None:
+        _cached = render()
+    return Response(body=_cached, status_code=200,
+                    headers={"Content-Type": "application/json",
+                             "Cache-Control": "public, max-age=300"})
+
+
+def main() -> None:
+    import sys
+
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

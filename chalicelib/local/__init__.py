@@ -1,0 +1,1 @@
+"""The local stack: HTTP API, SMTP gateway and queue workers in one process (``make run``)."""

@@ -1,0 +1,89 @@
+"""Start and stop the whole local stack in one process: migrations, the seeded admin key,
+the installation key, the HTTP API, the SMTP gateway, queue workers and the sweeper."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from chalicelib import queues
+from chalicelib.config import Settings, get_settings
+from chalicelib.db import migrate, session_scope
+from chalicelib.local.http_server import HttpServer
+from chalicelib.services import admin_keys, keys
+from chalicelib.smtp.gateway import Gateway
+from chalicelib.workers import dispatch, retention, sweeper
+from chalicelib.workers.registry import load_workers
+
+log = logging.getLogger(__name__)
+
+
+def prepare(settings: Settings) -> None:
+    """What every start needs: the schema at head, the installation key, the seeded key."""
+    migrate.upgrade(settings.database_url)
+    keys.signing_key()
+    if settings.admin_api_key:
+        with session_scope() as db:
+            admin_keys.seed_key(db, settings.admin_api_key)
+
+
+class LocalStack:
+    def __init__(self, app, *, http_port: int | None = None, smtp_port: int | None = None,
+                 workers: int = 4, sweep_interval: float | None = None):
+        settings = get_settings()
+        self.settings = settings
+        self.app = app
+        self.http_port = settings.port if http_port is None else http_port
+        self.smtp_port = settings.smtp_port if smtp_port is None else smtp_port
+        self.port = queues.LocalPort(workers)
+        self.sweep_interval = settings.sweep_interval_seconds if sweep_interval is None \
+            else sweep_interval
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self.http: HttpServer | None = None
+        self.gateway: Gateway | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.host}:{self.http_port}"
+
+    def start(self) -> "LocalStack":
+        prepare(self.settings)
+        load_workers()
+        queues.set_port(self.port)
+        self.port.start(dispatch.dispatch)
+        self.http = HttpServer(self.app, self.settings.host, self.http_port)
+        self.http_port = self.http.port
+        self.http.start()
+        self.gateway = Gateway(self.settings.host, self.smtp_port)
+        self.gateway.start()
+        self.smtp_port = self.gateway.port
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)
+        self._sweeper.start()
+        return self
+
+    def _sweep_loop(self) -> None:
+        # First sweep at start: wake-ups held in memory died with the previous process.
+        grace = 0.0
+        next_prune = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                sweeper.sweep(grace_seconds=grace)
+                if time.monotonic() >= next_prune:
+                    retention.run()
+                    next_prune = time.monotonic() + self.settings.retention_interval_seconds
+            except Exception:  # noqa: BLE001
+                log.exception("sweep failed")
+            grace = max(1.0, self.sweep_interval)
+            self._stop.wait(self.sweep_interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.gateway:
+            self.gateway.stop()
+        if self.http:
+            self.http.stop()
+        self.port.stop()
+        if self._sweeper:
+            self._sweeper.join(timeout=5)
+        queues.set_port(None)

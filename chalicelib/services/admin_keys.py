@@ -1,0 +1,56 @@
+"""Admin API keys: full management access; the secret is shown once; revoked keys are kept."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from chalicelib import clock, errors
+from chalicelib.db.models import AdminApiKey
+from chalicelib.services.tokens import generate_secret, hash_secret, hint
+
+
+def create_key(db: Session, name: str, created_by_user_id: int | None = None) -> tuple[AdminApiKey, str]:
+    secret = generate_secret("ak_", 32)
+    key = AdminApiKey(name=name, key_hash=hash_secret(secret), key_hint=hint(secret),
+                      created_by_user_id=created_by_user_id)
+    db.add(key)
+    db.flush()
+    return key, secret
+
+
+def seed_key(db: Session, secret: str) -> AdminApiKey:
+    """Make the operator's ADMIN_API_KEY usable (idempotent; un-revokes it if it was revoked)."""
+    if len(secret) < 16:
+        raise errors.ValidationError("ADMIN_API_KEY must be at least 16 characters long")
+    key = db.scalar(select(AdminApiKey).where(AdminApiKey.key_hash == hash_secret(secret)))
+    if key is None:
+        key = AdminApiKey(name="seeded from ADMIN_API_KEY", key_hash=hash_secret(secret),
+                          key_hint=hint(secret), seeded=True)
+        db.add(key)
+    key.revoked_at = None
+    db.flush()
+    return key
+
+
+def authenticate(db: Session, secret: str) -> AdminApiKey:
+    key = db.scalar(select(AdminApiKey).where(AdminApiKey.key_hash == hash_secret(secret)))
+    if key is None or key.revoked_at is not None:
+        raise errors.Unauthorized("invalid admin API key")
+    now = clock.now()
+    if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
+        key.last_used_at = now
+    return key
+
+
+def active_keys_query():
+    return select(AdminApiKey).where(AdminApiKey.revoked_at.is_(None)).order_by(AdminApiKey.id)
+
+
+def revoke(db: Session, key_id: int) -> AdminApiKey:
+    key = db.get(AdminApiKey, key_id)
+    if key is None or key.revoked_at is not None:
+        raise errors.NotFound(f"no admin API key {key_id}")
+    key.revoked_at = clock.now()
+    return key

@@ -1,0 +1,59 @@
+"""Bearer sessions: created at login, looked up on every call, revoked at logout or password change.
+
+The token is 256 random bits from ``secrets``; only its SHA-256 hash is stored, and the lookup
+is by that hash (an index lookup on a digest leaks nothing usable about the token).
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, joinedload
+
+from chalicelib import clock, errors
+from chalicelib.config import get_settings
+from chalicelib.db.models import User, UserSession
+from chalicelib.services.tokens import generate_secret, hash_secret
+
+
+def authenticate_session(db: Session, token: str) -> UserSession:
+    session = db.scalar(select(UserSession).options(
+        joinedload(UserSession.user).selectinload(User.memberships))
+        .where(UserSession.token_hash == hash_secret(token)))
+    now = clock.now()
+    if session is None or session.revoked_at is not None or session.expires_at <= now:
+        raise errors.Unauthorized("invalid or expired session token")
+    if session.last_used_at is None or now - session.last_used_at > timedelta(minutes=1):
+        session.last_used_at = now
+    return session
+
+
+def create_session(db: Session, user: User, ip_address: str | None = None,
+                   user_agent: str | None = None) -> tuple[UserSession, str]:
+    token = generate_secret("", 32)
+    session = UserSession(user_id=user.id, token_hash=hash_secret(token),
+                          ip_address=(ip_address or None) and ip_address[:64],
+                          user_agent=(user_agent or None) and user_agent[:512],
+                          expires_at=clock.now() + timedelta(days=get_settings().auth_session_timeout_days))
+    db.add(session)
+    db.flush()
+    return session, token
+
+
+def revoke(session: UserSession) -> None:
+    if session.revoked_at is None:
+        session.revoked_at = clock.now()
+
+
+def revoke_all(db: Session, user_id: int) -> int:
+    """Revoke every live session of a user; returns how many."""
+    result = db.execute(update(UserSession)
+                        .where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None))
+                        .values(revoked_at=clock.now())
+                        .execution_options(synchronize_session="fetch"))
+    return result.rowcount or 0
+
+
+def session_result(user_record: dict, session: UserSession, token: str) -> dict:
+    """The spec's session result: ``{session_token, expires_at, user}``."""
+    return {"session_token": token, "expires_at": session.expires_at, "user": user_record}

@@ -1,0 +1,69 @@
+"""Who is submitting: an SMTP credential's key given as the AUTH password (any user name), or
+an SMTP-IP credential covering the client's address. Database work runs in the gateway's
+thread pool so a slow query never stalls the event loop."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from chalicelib import errors
+from chalicelib.db import session_scope
+from chalicelib.db.models import Credential, Server
+from chalicelib.services import credentials
+from chalicelib.services.tokens import hash_secret
+
+# Replies (RFC 4954 / 3463 enhanced codes).
+INVALID = "535 5.7.8 Authentication credentials invalid"
+HELD = "535 5.7.8 Authentication refused: this credential is on hold"
+SUSPENDED = "554 5.7.1 Server suspended: sending is disabled for this server"
+TOO_MANY = "454 4.7.0 Too many failed authentication attempts; try again later"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An authenticated submitter: the server mail is sent for."""
+
+    server_id: int
+    credential_id: int
+    kind: str  # SMTP or SMTP-IP
+
+    def __repr__(self) -> str:  # never log anything secret-looking
+        return f"Identity(server={self.server_id}, credential={self.credential_id}, {self.kind})"
+
+
+@dataclass(frozen=True)
+class AuthOutcome:
+    identity: Identity | None
+    reply: str | None  # the SMTP reply when refused
+    counts_as_failure: bool = False
+
+
+def check_key(password: str) -> AuthOutcome:
+    with session_scope() as db:
+        try:
+            credential = credentials.authenticate_key(db, password, "SMTP")
+        except errors.Unauthorized:
+            held = db.scalar(select(Credential.id).where(
+                Credential.key_hash == hash_secret(password), Credential.type == "SMTP",
+                Credential.hold.is_(True))) if password else None
+            if held:
+                return AuthOutcome(None, HELD)
+            return AuthOutcome(None, INVALID, counts_as_failure=True)
+        if credential.server.suspended:
+            return AuthOutcome(None, SUSPENDED)
+        return AuthOutcome(Identity(credential.server_id, credential.id, "SMTP"), None)
+
+
+def check_ip(address: str | None) -> Identity | None:
+    if not address:
+        return None
+    with session_scope() as db:
+        credential = credentials.authenticate_ip(db, address)
+        return Identity(credential.server_id, credential.id, "SMTP-IP") if credential else None
+
+
+def server_suspended(server_id: int) -> bool:
+    with session_scope() as db:
+        server = db.get(Server, server_id)
+        return server is None or server.suspended

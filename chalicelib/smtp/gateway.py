@@ -1,0 +1,153 @@
+"""The SMTP gateway's server (aiosmtpd). Started by the local stack and by smtp-gateway/.
+
+One asyncio loop in a thread serves every listener:
+* ``port`` and SMTP_SUBMISSION_PORTS: plain connections with STARTTLS (25, 587);
+* SMTP_TLS_PORT: implicit TLS (465). aiosmtpd only knows about TLS it negotiated itself
+  (STARTTLS), so on this listener it is told not to require TLS for AUTH: the whole
+  connection already is TLS.
+AUTH is offered only after TLS unless SMTP_AUTH_REQUIRE_TLS is false. aiosmtpd 1.4.6 reads
+DATA by CRLF lines only (no bare-LF/CR end of data: CVE-2024-27305) and drops anything
+pipelined before the STARTTLS handshake (CVE-2024-34083).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from aiosmtpd.smtp import SMTP
+
+from chalicelib import __version__
+from chalicelib.config import Settings, get_settings
+from chalicelib.smtp import tls
+from chalicelib.smtp.commit import GroupCommitter
+from chalicelib.smtp.handler import GatewayHandler
+from chalicelib.smtp.ratelimit import AuthFailureLimiter
+
+log = logging.getLogger(__name__)
+
+FROM_SETTINGS = object()
+
+
+class GatewaySMTP(SMTP):
+    """aiosmtpd's SMTP whose size limit follows ``smtp_server.max_message_size`` live, so the
+    EHLO SIZE announcement and the 552 refusal always match the configuration."""
+
+    @property
+    def data_size_limit(self) -> int:
+        return get_settings().smtp_server_max_message_size
+
+    @data_size_limit.setter
+    def data_size_limit(self, value) -> None:  # SMTP.__init__ assigns it; the setting wins
+        pass
+
+    _addresses: dict[tuple[str, int], tuple] = {}
+
+    def _getaddr(self, arg: str):
+        """aiosmtpd's MAIL/RCPT address parsing (the email package's header parser, and a
+        Protocol class created per call: ~0.2 ms), memoised: it depends only on its input."""
+        key = (arg, self.local_part_limit)
+        found = self._addresses.get(key)
+        if found is None:
+            found = super()._getaddr(arg)
+            if len(self._addresses) >= 4096:
+                self._addresses.clear()
+            self._addresses[key] = found
+        return found
+
+
+def _ports(raw: str) -> list[int]:
+    return [int(p) for p in (part.strip() for part in raw.split(",")) if p]
+
+
+class Gateway:
+    def __init__(self, host: str, port: int, *, submission_ports=FROM_SETTINGS,
+                 tls_port=FROM_SETTINGS, settings: Settings | None = None, workers: int = 16):
+        """``port``: the first STARTTLS listener (0: any free port). ``submission_ports``:
+        more STARTTLS listeners. ``tls_port``: the implicit-TLS listener (None: off, 0: any
+        free port). Both default to the settings (SMTP_SUBMISSION_PORTS, SMTP_TLS_PORT)."""
+        self.settings = settings or get_settings()
+        self.host = host
+        self.port = port
+        self.extra_ports = _ports(self.settings.smtp_submission_ports) \
+            if submission_ports is FROM_SETTINGS else list(submission_ports or [])
+        if tls_port is FROM_SETTINGS:
+            tls_port = self.settings.smtp_tls_port or None
+        self.tls_port = tls_port
+        self.ports: list[int] = []
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="smtp-db")
+        limiter = AuthFailureLimiter(self.settings.smtp_auth_max_failures,
+                                     self.settings.smtp_auth_failure_window_seconds,
+                                     self.settings.smtp_auth_failure_delay_seconds)
+        self._committer = GroupCommitter()
+        self.handler = GatewayHandler(self._executor, limiter, self._committer)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._servers: list[asyncio.AbstractServer] = []
+        self._error: BaseException | None = None
+
+    def _factory(self, context: ssl.SSLContext, implicit: bool):
+        settings = self.settings
+        kwargs = dict(hostname=settings.smtp_hostname, ident=f"email-service {__version__}",
+                      enable_SMTPUTF8=True, timeout=300)
+        if implicit:
+            # The socket is TLS from the first byte: no STARTTLS to offer, AUTH allowed.
+            kwargs.update(tls_context=None, auth_require_tls=False)
+        else:
+            kwargs.update(tls_context=context, auth_require_tls=settings.smtp_auth_require_tls)
+        return lambda: GatewaySMTP(self.handler, **kwargs)
+
+    async def _listen(self) -> None:
+        context = tls.server_context(self.settings)
+        loop = asyncio.get_running_loop()
+        for port in [self.port, *self.extra_ports]:
+            server = await loop.create_server(self._factory(context, False), self.host, port)
+            self._servers.append(server)
+            self.ports.append(server.sockets[0].getsockname()[1])
+        if self.tls_port is not None:
+            server = await loop.create_server(self._factory(context, True), self.host,
+                                              self.tls_port, ssl=context)
+            self._servers.append(server)
+            self.tls_port = server.sockets[0].getsockname()[1]
+        self.port = self.ports[0]
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._listen())
+        except BaseException as exc:  # noqa: BLE001  (reported by start())
+            self._error = exc
+            ready.set()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            for server in self._servers:
+                server.close()
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+
+    def start(self) -> None:
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="smtp-gateway",
+                                        daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        log.info("SMTP gateway listening on %s STARTTLS %s implicit TLS %s", self.host,
+                 self.ports, self.tls_port)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._committer.stop()

@@ -1,0 +1,251 @@
+"""The gateway's aiosmtpd handler: a thin adapter over the services.
+
+* AUTH PLAIN / LOGIN: the password is an SMTP credential's key (any user name). Failures are
+  counted per client address (smtp/ratelimit.py): each one slows the answer, and past the
+  limit AUTH is refused for the window.
+* MAIL FROM: a client that did not authenticate may still be an SMTP-IP credential's address.
+* RCPT TO: authenticated clients submit to anyone; everybody else may only reach a return-path
+  address of an outgoing message (a bounce) or an address matched by an inbound route of a
+  verified domain. Everything else is refused here: the gateway is never an open relay.
+* DATA: submissions go through the same submission service as the HTTP API; inbound mail is
+  stored for its routes; bounces are matched to their message.
+Database work runs in a thread pool, never on the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import binascii
+import logging
+from base64 import b64decode
+from concurrent.futures import Executor
+from email.utils import formatdate
+
+from aiosmtpd.smtp import MISSING, AuthResult
+
+from chalicelib import errors
+from chalicelib.config import get_settings
+from chalicelib.db import session_scope
+from chalicelib.services import bounces, inbound, mime, routes
+from chalicelib.smtp import auth
+from chalicelib.smtp.commit import GroupCommitter, GroupUnit
+from chalicelib.smtp.ratelimit import AuthFailureLimiter
+
+log = logging.getLogger(__name__)
+
+TEMPORARY = "451 4.3.0 Temporary failure; please try again later"
+NO_RELAY = "530 5.7.0 Authentication required: relaying is not allowed"
+UNKNOWN_MAILBOX = "550 5.1.1 Mailbox unavailable: no route for this address"
+UNKNOWN_RETURN_PATH = "550 5.1.1 Mailbox unavailable: no message with this return path"
+REJECTED = "550 5.7.1 Delivery refused by the recipient's route"
+BOUNCED = "550 5.1.1 Recipient refused by the route (mode bounce)"
+BOUNCE = "bounce"  # RCPT target of a return-path address
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+class GatewayHandler:
+    def __init__(self, executor: Executor, limiter: AuthFailureLimiter,
+                 committer: GroupCommitter):
+        self.executor = executor
+        self.limiter = limiter
+        self.committer = committer
+
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # --- AUTH ----------------------------------------------------------------------------
+
+    async def _read_blob(self, server, args: list[str], index: int, challenge: str):
+        if len(args) > index:
+            try:
+                return b64decode(args[index].encode(), validate=True)
+            except binascii.Error:
+                await server.push("501 5.5.2 Can't decode base64")
+                return None
+        blob = await server.challenge_auth(challenge)
+        return None if blob is MISSING else blob
+
+    async def auth_PLAIN(self, server, args: list[str]) -> AuthResult:
+        if self.limiter.blocked(server.session.peer[0]):
+            return AuthResult(success=False, handled=False, message=auth.TOO_MANY)
+        blob = await self._read_blob(server, args, 1, "")
+        if blob is None:
+            return AuthResult(success=False, handled=True)
+        parts = blob.split(b"\x00")
+        if len(parts) != 3:
+            await server.push("501 5.5.2 Can't split auth value")
+            return AuthResult(success=False, handled=True)
+        return await self._check(server, parts[2])
+
+    async def auth_LOGIN(self, server, args: list[str]) -> AuthResult:
+        if self.limiter.blocked(server.session.peer[0]):
+            return AuthResult(success=False, handled=False, message=auth.TOO_MANY)
+        if await self._read_blob(server, args, 1, "User Name") is None:
+            return AuthResult(success=False, handled=True)
+        password = await self._read_blob(server, [], 1, "Password")
+        if password is None:
+            return AuthResult(success=False, handled=True)
+        return await self._check(server, password)
+
+    async def _check(self, server, password: bytes) -> AuthResult:
+        client = server.session.peer[0]
+        try:
+            key = password.decode("utf-8")
+        except UnicodeDecodeError:
+            key = ""
+        try:
+            outcome = await self._run(auth.check_key, key)
+        except Exception:  # noqa: BLE001
+            log.exception("AUTH lookup failed")
+            return AuthResult(success=False, handled=False, message="454 4.7.0 " +
+                              "Temporary authentication failure")
+        if outcome.identity is not None:
+            self.limiter.record_success(client)
+            return AuthResult(success=True, auth_data=outcome.identity)
+        if outcome.counts_as_failure:
+            await asyncio.sleep(self.limiter.record_failure(client))
+        return AuthResult(success=False, handled=False, message=outcome.reply)
+
+    # --- envelope ------------------------------------------------------------------------
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        identity = session.auth_data if session.authenticated else None
+        if identity is None:
+            if not getattr(session, "ip_checked", False):
+                try:
+                    session.ip_identity = await self._run(auth.check_ip, session.peer[0])
+                except Exception:  # noqa: BLE001
+                    log.exception("SMTP-IP lookup failed")
+                    return TEMPORARY
+                session.ip_checked = True
+            identity = getattr(session, "ip_identity", None)
+            if identity is not None and await self._run(auth.server_suspended, identity.server_id):
+                return auth.SUSPENDED
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        envelope.identity = identity
+        envelope.targets = {}
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if len(envelope.rcpt_tos) >= get_settings().smtp_max_recipients:
+            return "452 4.5.3 Too many recipients"
+        if getattr(envelope, "identity", None) is None:
+            try:
+                reply, target = await self._run(self._resolve, address)
+            except Exception:  # noqa: BLE001
+                log.exception("route lookup failed")
+                return TEMPORARY
+            if target is None:
+                return reply
+            envelope.targets[address] = target
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 2.1.5 OK"
+
+    @staticmethod
+    def _resolve(address: str):
+        """(refusal reply, None) or (None, target) for an unauthenticated recipient."""
+        with session_scope() as db:
+            if bounces.is_return_path(address):
+                if bounces.original_for(db, address) is None:
+                    return UNKNOWN_RETURN_PATH, None
+                return None, BOUNCE
+            match = routes.match(db, address)
+            if match is None:
+                domain = address.rpartition("@")[2]
+                return (UNKNOWN_MAILBOX if routes.domain_has_routes(db, domain) else NO_RELAY), None
+            if match.mode == "reject":
+                return REJECTED, None
+            return None, match
+
+    # --- DATA ----------------------------------------------------------------------------
+
+    async def handle_DATA(self, server, session, envelope):
+        raw = envelope.original_content or b""
+        identity = getattr(envelope, "identity", None)
+        try:
+            if identity is not None:
+                unit = self._submit_unit(identity, envelope.mail_from, list(envelope.rcpt_tos), raw)
+            else:
+                received = self._received_header(server, session)
+                unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
+                                          dict(envelope.targets), received + raw)
+            return await asyncio.wrap_future(self.committer.submit(unit))
+        except errors.ServiceError as exc:
+            return self._refusal(exc)
+        except Exception:  # noqa: BLE001  (never lose the client without an answer)
+            log.exception("DATA handling failed")
+            return TEMPORARY
+
+    @staticmethod
+    def _refusal(exc: errors.ServiceError) -> str:
+        if isinstance(exc, errors.ServerSuspended):
+            return auth.SUSPENDED
+        if isinstance(exc, errors.PayloadTooLarge):
+            return "552 5.3.4 " + _one_line(exc.message)
+        if isinstance(exc, (errors.ValidationError, errors.ParameterMissing)):
+            code = "550 5.7.1" if exc.field in ("from", "sender") else "554 5.6.0"
+            return f"{code} {_one_line(exc.message)}"
+        return "554 5.7.1 " + _one_line(exc.message)
+
+    @staticmethod
+    def _received_header(server, session) -> bytes:
+        secure = session.ssl is not None or server.transport.get_extra_info("ssl_object")
+        peer = session.peer[0] if session.peer else "unknown"
+        helo = _one_line(session.host_name or "unknown", 100)
+        header = (f"Received: from {helo} ([{peer}])\r\n\tby {get_settings().smtp_hostname} "
+                  f"with {'ESMTPS' if secure else 'ESMTP'};\r\n\t{formatdate(usegmt=True)}\r\n")
+        return header.encode("ascii", "replace")
+
+    @staticmethod
+    def _submit_unit(identity: auth.Identity, mail_from: str, rcpt_tos: list[str], raw: bytes):
+        return SubmitUnit(identity.server_id, rcpt_tos, raw)
+
+    @staticmethod
+    def _receive_unit(mail_from: str, rcpt_tos: list[str], targets: dict, raw: bytes):
+        raw = mime.normalize_line_endings(raw)
+        matches = [targets[r] for r in rcpt_tos if isinstance(targets.get(r), routes.RouteMatch)]
+
+        def unit(db) -> str:
+            for rcpt in rcpt_tos:
+                if targets.get(rcpt) == BOUNCE:
+                    bounces.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
+            if matches:
+                inbound.receive(db, mail_from=mail_from, matches=matches, raw=raw)
+            if matches and len(matches) == len(rcpt_tos) and all(m.mode == "bounce"
+                                                                 for m in matches):
+                return BOUNCED
+            return "250 2.0.0 OK"
+        return unit
+
+
+class SubmitUnit(GroupUnit):
+    """A submission for the group committer: MIME checks before the transaction, then every
+    submission of the batch for the same server stored together (submission.submit_parsed_many:
+    one From lookup per domain, multi-row INSERTs, one counter upsert, wake-ups after commit).
+    The envelope sender is only informative (the pipeline sets its own return path)."""
+
+    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes):
+        self.group = server_id
+        self.rcpt_tos = rcpt_tos
+        self.raw = raw
+        self.parsed = None
+
+    def prepare(self) -> None:
+        from chalicelib.services import submission
+
+        if self.parsed is None:
+            self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw)
+            self.raw = b""  # keep one copy
+
+    @classmethod
+    def run_group(cls, db, units: list["SubmitUnit"]) -> list[object]:
+        from chalicelib.services import submission
+
+        results = submission.submit_parsed_many(db, units[0].group, [u.parsed for u in units],
+                                                source="smtp")
+        return [r if isinstance(r, Exception) else f"250 2.0.0 OK queued as {r['message_id']}"
+                for r in results]
