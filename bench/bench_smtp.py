@@ -1,0 +1,190 @@
+"""SMTP gateway throughput: messages accepted per second over STARTTLS + AUTH PLAIN, 20
+parallel connections, 10 KB messages, each connection sending message after message.
+
+Ours: the gateway (handler -> submission service: From authorization, MIME checks, one
+submission + one message row per recipient, committed before the 250). Baseline, same run:
+a bare aiosmtpd server with the same TLS context and AUTH settings whose handler only answers
+250. Aim: at least half the bare server's rate. Also shown for context: inbound mail to an
+accept route (unauthenticated, stored before the 250).
+
+The load generator runs in a separate process (20 threads, smtplib), so client and servers do
+not share a GIL. Postfix's ``smtp-source`` is used instead when it is installed.
+
+Run: .venv/bin/python bench/bench_smtp.py [--seconds 5] [--connections 20]
+     (BENCH_DATABASE_URL picks the database; its public schema is dropped and re-created)"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import smtplib
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.common import (  # noqa: E402
+    STACK_ENV,
+    TABLE_HEAD,
+    bench_database_url,
+    prepare_database,
+    row,
+    start_stack,
+)
+MESSAGE_BYTES = 10 * 1024
+
+
+def message(sender: str, to: str, n: int) -> bytes:
+    head = (f"From: Bench <{sender}>\r\nTo: {to}\r\nSubject: Bench {n}\r\n"
+            f"Date: Mon, 01 Jan 2024 00:00:00 +0000\r\nMessage-ID: <b{n}.{os.getpid()}@bench>\r\n"
+            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n")
+    line = "The quick brown fox jumps over the lazy dog, again and again and again.\r\n"
+    body = line * ((MESSAGE_BYTES - len(head)) // len(line) + 1)
+    return (head + body)[:MESSAGE_BYTES].rsplit("\r\n", 1)[0].encode() + b"\r\n"
+
+
+def client(host: str, port: int, password: str, sender: str, to: str, seconds: float,
+           connections: int, tls: bool) -> None:
+    """The load generator (``--client``): prints '<accepted> <seconds>'."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    counts = [0] * connections
+    errors: list[str] = []
+    deadline = time.perf_counter() + seconds
+
+    def run(i: int) -> None:
+        try:
+            with smtplib.SMTP(host, port, timeout=60) as smtp:
+                smtp.ehlo("bench.test")
+                if tls:
+                    smtp.starttls(context=context)
+                    smtp.ehlo("bench.test")
+                if password:
+                    smtp.login("bench", password)
+                n = 0
+                while time.perf_counter() < deadline:
+                    smtp.sendmail(sender, [to], message(sender, to, i * 1_000_000 + n))
+                    n += 1
+                    counts[i] += 1
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        print("errors:", errors[:3], file=sys.stderr)
+    print(sum(counts), elapsed)
+
+
+def load(port: int, password: str, sender: str, to: str, seconds: float, connections: int,
+         tls: bool = True) -> float:
+    out = subprocess.run([sys.executable, __file__, "--client", str(port), password, sender, to,
+                          str(seconds), str(connections), "1" if tls else "0"],
+                         capture_output=True, text=True, check=True)
+    if out.stderr.strip():
+        print(out.stderr.strip(), file=sys.stderr)
+    accepted, elapsed = out.stdout.split()
+    return int(accepted) / float(elapsed)
+
+
+def bare_server(context: ssl.SSLContext, password: str):
+    """aiosmtpd with the same TLS and AUTH settings, answering 250 to everything."""
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    class Sink:
+        async def handle_DATA(self, server, session, envelope):
+            return "250 OK"
+
+    def authenticator(server, session, envelope, mechanism, auth_data):
+        return AuthResult(success=auth_data.password.decode() == password)
+
+    from tests.support import free_port
+
+    controller = Controller(Sink(), hostname="127.0.0.1", port=free_port(), tls_context=context,
+                            auth_require_tls=True, authenticator=authenticator,
+                            enable_SMTPUTF8=True)
+    controller.start()
+    return controller
+
+
+@contextlib.contextmanager
+def profiled(path: str | None):
+    """py-spy (sampling, other process) on this process while the block runs."""
+    if not path:
+        yield
+        return
+    # --gil: only samples holding the GIL (CPU in Python); --nonblocking: never pause us.
+    spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record",
+                            "--pid", str(os.getpid()), "--format", "raw", "--gil",
+                            "--nonblocking", "--rate", "200", "-o", path],
+                           stdout=subprocess.DEVNULL)
+    time.sleep(1.0)  # let py-spy attach
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--connections", type=int, default=20)
+    ap.add_argument("--profile", metavar="FILE", help="py-spy the gateway during the submission "
+                    "run and write collapsed stacks (py-spy --format raw) to FILE")
+    args = ap.parse_args()
+
+    url = bench_database_url()
+    prepare_database(url, **STACK_ENV)
+
+    import logging
+
+    logging.disable(logging.WARNING)
+    from chalicelib.config import get_settings
+    from chalicelib.smtp import tls
+    from tests.support import Api
+
+    stack, api, tenant = start_stack()
+    bare = bare_server(tls.server_context(get_settings()), "bench-password")
+    try:
+        Api.data(api.post(tenant.server_path + "/routes",
+                          {"name": "in", "domain": tenant.domain, "mode": "accept"}), 201)
+        sender, to = f"app@{tenant.domain}", "user@recipient.example"
+        common = dict(seconds=args.seconds, connections=args.connections)
+        bare_rate = load(bare.port, "bench-password", sender, to, **common)
+        with profiled(args.profile):
+            ours = load(stack.smtp_port, tenant.smtp_key, sender, to, **common)
+        inbound = load(stack.smtp_port, "", "x@sender.example", f"in@{tenant.domain}", **common)
+        bare_again = load(bare.port, "bench-password", sender, to, **common)
+    finally:
+        bare.stop()
+        stack.stop()
+    baseline = max(bare_rate, bare_again)
+    print(f"SMTP gateway, {args.connections} connections, STARTTLS + AUTH, 10 KB messages, "
+          f"{args.seconds:.0f} s each ({url.split('://')[0]})")
+    print(TABLE_HEAD)
+    print(row("submission accepted/s", f"{ours:.0f}", f"{baseline:.0f} bare aiosmtpd",
+              ours / baseline, ">= 0.5"))
+    print(row("inbound (accept route) accepted/s, no AUTH", f"{inbound:.0f}",
+              f"{baseline:.0f} bare aiosmtpd", inbound / baseline, "context"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        _, _, port, password, sender, to, seconds, connections, use_tls = sys.argv
+        client("127.0.0.1", int(port), password, sender, to, float(seconds), int(connections),
+               use_tls == "1")
+    else:
+        main()

@@ -1,0 +1,97 @@
+"""Shared bench helpers: best-of-N timing and the table row every bench prints.
+
+Figures are ratios against a baseline measured in the same run, because the machines are
+shared and noisy; absolute numbers are printed for context only."""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+DEFAULT_BENCH_DB = "postgresql+pg8000://postgres@127.0.0.1:5432/test"
+
+
+def bench_database_url() -> str:
+    return os.environ.get("BENCH_DATABASE_URL", DEFAULT_BENCH_DB)
+
+
+ADMIN_KEY = "bench-admin-key-0123456789abcdef"
+
+#: The environment of a bench that drives the local stack over HTTP and SMTP.
+STACK_ENV = {"ADMIN_API_KEY": ADMIN_KEY, "QUEUE_BACKEND": "local",
+             "SMTP_HOSTNAME": "mx.bench.test", "LOG_LEVEL": "WARNING"}
+
+
+def prepare_database(url: str, **env: str) -> None:
+    """Point the app at ``url`` with a fresh signing key (plus ``env``) and empty the database:
+    on PostgreSQL the public schema is dropped and re-created."""
+    import tempfile
+
+    from sqlalchemy import create_engine, text
+
+    os.environ.update({"DATABASE_URL": url,
+                       "SIGNING_KEY_PATH": os.path.join(tempfile.mkdtemp(), "key.pem"), **env})
+    if url.startswith("postgresql"):
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+
+
+class NullPort:
+    """A queue port that drops wake-ups, so no worker competes for the CPU while accepting."""
+
+    def send(self, queue, body, delay_seconds=0):
+        pass
+
+
+def start_stack():
+    """The local stack (HTTP API + SMTP gateway, sweeper idle) with the queue replaced by a
+    NullPort; returns ``(stack, api, tenant)``: an admin Api client and a fresh tenant."""
+    from app import app
+    from chalicelib import queues
+    from chalicelib.local.stack import LocalStack
+    from tests.support import Api, free_port, make_tenant
+
+    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
+    queues.set_port(NullPort())
+    try:
+        api = Api(stack.base_url, ADMIN_KEY)
+        return stack, api, make_tenant(api)
+    except BaseException:
+        stack.stop()
+        raise
+
+
+def rate(fn: Callable[[], None], *, seconds: float = 1.0, rounds: int = 3) -> float:
+    """Best operations per second over ``rounds`` rounds of about ``seconds`` each."""
+    best = 0.0
+    for _ in range(rounds):
+        count, started = 0, time.perf_counter()
+        while True:
+            fn()
+            count += 1
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds:
+                break
+        best = max(best, count / elapsed)
+    return best
+
+
+def timed(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Median seconds of ``repeat`` calls."""
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def row(name: str, ours: str, baseline: str, ratio: float, aim: str) -> str:
+    return f"| {name} | {ours} | {baseline} | {ratio:.2f} | {aim} |"
+
+
+TABLE_HEAD = "| measure | ours | baseline | ratio | aim |\n|---|---|---|---|---|"

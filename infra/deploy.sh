@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# First deploy and upgrade of one stage, in the order that keeps the service consistent:
+#
+#   1. infra stack (database, proxy, queues, secrets, alarms, gateway service) — the gateway
+#      keeps running its CURRENT image here;
+#   2. secrets CloudFormation cannot generate (installation RSA key, ENCRYPTION_KEY), once;
+#   3. build the Chalice project (infra/build.py: placeholders filled from the stack outputs,
+#      Lambda-lean requirements, Chalice's deployment state restored from S3);
+#   4. migrations: the `migrate` function gets the NEW code and runs it (schema to head, admin
+#      key seeded) BEFORE `chalice deploy` switches the API and workers (first deploy: right
+#      after it, as nothing serves tenants yet);
+#   5. chalice deploy; the state goes back to S3; API Gateway gets the envelope gateway
+#      responses (unknown route -> 404 NotFound instead of API Gateway's 403);
+#   6. the gateway rolls to the new image (ECS rolling deploy with circuit breaker).
+#
+# Migrations must be expand-only (add columns/tables, never drop or rename in the same release):
+# old code keeps serving while they run. Drop things a release later.
+#
+# Usage: STATE_BUCKET=my-bucket GATEWAY_IMAGE_REPO=<ecr repo uri> infra/deploy.sh prod
+# Needs: aws CLI v2, docker, openssl, python3 with requirements-dev.txt installed (chalice).
+# Parameters of the infra stack: infra/params-<stage>.env (KEY=value lines, see
+# infra/params.example.env). The release tag defaults to the git commit.
+set -euo pipefail
+
+STAGE="${1:?usage: infra/deploy.sh dev|prod}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STACK="${STACK_NAME:-email-service-$STAGE}"
+PARAMS_FILE="${PARAMS_FILE:-$ROOT/infra/params-$STAGE.env}"
+STATE_BUCKET="${STATE_BUCKET:?set STATE_BUCKET: the S3 bucket that keeps the Chalice deployment state}"
+REPO="${GATEWAY_IMAGE_REPO:?set GATEWAY_IMAGE_REPO: the ECR repository of the SMTP gateway image}"
+TAG="${RELEASE_TAG:-$(git -C "$ROOT" rev-parse --short HEAD)}"
+PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
+CHALICE="${CHALICE:-$(dirname "$PYTHON")/chalice}"
+BUILD="$(mktemp -d)"
+trap 'rm -rf "$BUILD"' EXIT
+log() { printf '\n==> %s\n' "$*"; }
+
+stack_output() {
+  aws cloudformation describe-stacks --stack-name "$STACK" \
+    --query "Stacks[0].Outputs[?OutputKey=='$1'].OutputValue" --output text
+}
+
+current_gateway_image() {
+  aws cloudformation describe-stacks --stack-name "$STACK" \
+    --query "Stacks[0].Parameters[?ParameterKey=='GatewayImage'].ParameterValue" \
+    --output text 2>/dev/null || true
+}
+
+deploy_infra() {  # $1: gateway image to run
+  # shellcheck disable=SC2046  # one KEY=value override per line of the params file
+  aws cloudformation deploy --stack-name "$STACK" --template-file "$ROOT/infra/template.yaml" \
+    --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
+    --parameter-overrides Stage="$STAGE" GatewayImage="$1" $(grep -Ev '^\s*(#|$)' "$PARAMS_FILE")
+}
+
+generate_secret_once() {  # $1: stack output naming the secret, $2: command printing the value
+  local arn current
+  arn="$(stack_output "$1")"
+  current="$(aws secretsmanager get-secret-value --secret-id "$arn" --query SecretString --output text)"
+  if [ "$current" = "PENDING-GENERATION" ]; then
+    log "generating $1"
+    aws secretsmanager put-secret-value --secret-id "$arn" --secret-string "$(eval "$2")" >/dev/null
+  fi
+}
+
+invoke_migrate() {
+  local fn="email-service-$STAGE-migrate" out="$BUILD/migrate.json" error
+  error="$(aws lambda invoke --function-name "$fn" --cli-read-timeout 320 \
+    --query FunctionError --output text "$out")"
+  cat "$out"; echo
+  if [ "$error" != "None" ] && [ -n "$error" ]; then
+    echo "migration failed; nothing was switched over" >&2
+    exit 1
+  fi
+}
+
+log "building and pushing the gateway image $REPO:$TAG"
+docker build -f "$ROOT/smtp-gateway/Dockerfile" -t "$REPO:$TAG" "$ROOT"
+docker push "$REPO:$TAG"
+
+log "infra stack $STACK (the gateway keeps its current image)"
+PREVIOUS_IMAGE="$(current_gateway_image)"
+FIRST_DEPLOY=false
+if [ -z "$PREVIOUS_IMAGE" ] || [ "$PREVIOUS_IMAGE" = "None" ]; then
+  PREVIOUS_IMAGE="$REPO:$TAG"
+  FIRST_DEPLOY=true
+fi
+deploy_infra "$PREVIOUS_IMAGE"
+
+generate_secret_once SigningKeySecretArn \
+  "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 2>/dev/null"
+generate_secret_once EncryptionKeySecretArn \
+  "openssl rand -base64 32 | tr '+/' '-_'"
+
+log "building the Chalice project"
+mkdir -p "$BUILD/deployed"
+aws s3 sync "s3://$STATE_BUCKET/email-service/$STAGE/deployed/" "$BUILD/deployed/" --only-show-errors
+"$PYTHON" "$ROOT/infra/build.py" "$BUILD/project" --stack "$STACK" --deployed "$BUILD/deployed"
+
+if [ "$FIRST_DEPLOY" = false ] && aws lambda get-function --function-name "email-service-$STAGE-migrate" >/dev/null 2>&1; then
+  log "migrating with the new code before traffic switches"
+  (cd "$BUILD/project" && "$CHALICE" package --stage "$STAGE" "$BUILD/package" >/dev/null)
+  aws lambda update-function-code --function-name "email-service-$STAGE-migrate" \
+    --zip-file "fileb://$BUILD/package/deployment.zip" >/dev/null
+  aws lambda wait function-updated --function-name "email-service-$STAGE-migrate"
+  invoke_migrate
+  MIGRATED=true
+else
+  MIGRATED=false
+fi
+
+log "chalice deploy --stage $STAGE"
+(cd "$BUILD/project" && "$CHALICE" deploy --stage "$STAGE")
+aws s3 sync "$BUILD/project/.chalice/deployed/" "s3://$STATE_BUCKET/email-service/$STAGE/deployed/" --only-show-errors
+
+if [ "$MIGRATED" = false ]; then
+  log "first deploy: migrating now"
+  invoke_migrate
+fi
+
+log "API Gateway: envelope answers for unknown routes, throttling and oversized bodies"
+"$PYTHON" "$ROOT/infra/gateway_responses.py" "$BUILD/project/.chalice/deployed/$STAGE.json"
+
+log "rolling the SMTP gateway to $REPO:$TAG"
+deploy_infra "$REPO:$TAG"
+
+log "done: stage $STAGE runs $TAG"
+echo "API:  $(stack_output PublicUrl)"
+echo "SMTP: $(stack_output GatewayLoadBalancerDnsName) (ports 25, 465, 587)"
+echo "Admin API key: aws secretsmanager get-secret-value --secret-id $(stack_output AdminApiKeySecretArn) --query SecretString --output text"

@@ -1,0 +1,193 @@
+"""Offline checks of what an infra team applies: cfn-lint on the templates, the queues and
+outputs the Chalice configuration relies on, the gateway image's Dockerfile, the deploy script,
+and the secret bootstrap the functions run at cold start."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+INFRA = os.path.join(ROOT, "infra")
+sys.path.insert(0, INFRA)
+
+import build  # noqa: E402  (infra/build.py)
+
+
+def _template() -> dict:
+    from cfnlint.decode import decode
+
+    template, matches = decode(os.path.join(INFRA, "template.yaml"))
+    assert not matches
+    return template
+
+
+def test_cfn_lint_is_clean():
+    cfn_lint = os.path.join(os.path.dirname(sys.executable), "cfn-lint")
+    result = subprocess.run([cfn_lint, os.path.join(INFRA, "template.yaml")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_queues_match_the_app_and_have_dead_letter_queues():
+    resources = _template()["Resources"]
+    queues = {res["Properties"]["QueueName"]["Fn::Sub"]: res["Properties"]
+              for res in resources.values() if res["Type"] == "AWS::SQS::Queue"}
+    for name in ("deliveries", "webhooks", "inbound"):
+        props = queues[f"email-service-${{Stage}}-{name}"]
+        dlq_ref = props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        assert resources[dlq_ref]["Properties"]["QueueName"]["Fn::Sub"].endswith(name + "-dlq")
+        alarms = [res["Properties"] for res in resources.values()
+                  if res["Type"] == "AWS::CloudWatch::Alarm"
+                  and res["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] in
+                  (dlq_ref, next(k for k, r in resources.items()
+                                 if r["Properties"].get("QueueName") ==
+                                 {"Fn::Sub": f"email-service-${{Stage}}-{name}"}))]
+        assert {a["MetricName"] for a in alarms} == {"ApproximateNumberOfMessagesVisible",
+                                                     "ApproximateAgeOfOldestMessage"}
+
+
+def test_visibility_is_six_times_the_function_timeout():
+    resources = _template()["Resources"]
+    with open(os.path.join(ROOT, ".chalice", "config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    for stage in config["stages"].values():
+        for queue, function in (("deliveries", "deliveries_worker"),
+                                ("webhooks", "webhooks_worker"), ("inbound", "inbound_worker")):
+            visibility = next(res["Properties"]["VisibilityTimeout"] for res in resources.values()
+                              if res["Properties"].get("QueueName") ==
+                              {"Fn::Sub": f"email-service-${{Stage}}-{queue}"})
+            assert visibility >= 6 * stage["lambda_functions"][function]["lambda_timeout"]
+
+
+def test_outputs_cover_every_placeholder_of_the_chalice_config():
+    outputs = set(_template()["Outputs"])
+    placeholders = set()
+    for name in os.listdir(os.path.join(ROOT, ".chalice")):
+        if name.endswith(".json"):
+            with open(os.path.join(ROOT, ".chalice", name), encoding="utf-8") as fh:
+                placeholders |= set(build.PLACEHOLDER.findall(fh.read()))
+    assert placeholders and placeholders <= outputs, placeholders - outputs
+
+
+def test_gateway_listens_on_25_465_587():
+    resources = _template()["Resources"]
+    ports = {res["Properties"]["Port"] for res in resources.values()
+             if res["Type"] == "AWS::ElasticLoadBalancingV2::Listener"}
+    assert ports == {25, 465, 587}
+    lb = next(res for res in resources.values()
+              if res["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert lb["Properties"]["Type"] == "network"
+
+
+def test_build_fills_placeholders_and_splits_lists(tmp_path):
+    values = {"PrivateSubnetIds": "subnet-a,subnet-b", "DatabaseProxyEndpoint": "proxy.local"}
+    missing: set[str] = set()
+    result = build.substitute({"subnet_ids": ["${PrivateSubnetIds}"],
+                               "url": "pg://u@${DatabaseProxyEndpoint}:5432/${Unknown}"},
+                              values, missing)
+    assert result == {"subnet_ids": ["subnet-a", "subnet-b"],
+                      "url": "pg://u@proxy.local:5432/${Unknown}"}
+    assert missing == {"Unknown"}
+    lean = build.lambda_requirements("boto3==1.0\nSQLAlchemy==2.1.9\naiosmtpd==1.4.6\n")
+    assert "\nSQLAlchemy==2.1.9\n" in lean and not re.search(r"^boto3", lean, re.M)
+
+
+def test_gateway_dockerfile():
+    with open(os.path.join(ROOT, "smtp-gateway", "Dockerfile"), encoding="utf-8") as fh:
+        text = re.sub(r"\\\n\s*", " ", fh.read())  # join continuation lines
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith("#")]
+    froms = [line.split()[1] for line in lines if line.upper().startswith("FROM ")]
+    # Pinned base: an exact version tag or a digest, never latest or a bare major.
+    assert froms and all(re.search(r"(@sha256:[0-9a-f]{64}|:\d+\.\d+\.\d+)", ref) for ref in froms)
+    users = [line.split()[1] for line in lines if line.upper().startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+    assert any(line.upper().startswith("HEALTHCHECK ") and "CMD" in line for line in lines)
+
+
+def test_deploy_script_is_valid_bash():
+    result = subprocess.run(["bash", "-n", os.path.join(INFRA, "deploy.sh")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_gateway_responses_match_the_merge_template():
+    import gateway_responses
+
+    class FakeApiGateway:  # records the calls boto3 would make
+        def __init__(self):
+            self.calls = []
+
+        def put_gateway_response(self, **kwargs):
+            self.calls.append(kwargs)
+
+        def create_deployment(self, **kwargs):
+            self.calls.append(("deploy", kwargs))
+
+    client = FakeApiGateway()
+    assert gateway_responses.apply(client, "abc123", "api") == len(client.calls) - 1
+    missing = next(c for c in client.calls[:-1] if c["responseType"] == "MISSING_AUTHENTICATION_TOKEN")
+    assert missing["statusCode"] == "404"
+    assert client.calls[-1] == ("deploy", {"restApiId": "abc123", "stageName": "api"})
+
+
+class TestSecretBootstrap:
+    def test_fills_settings_from_secrets(self, tmp_path, monkeypatch):
+        from chalicelib import aws_bootstrap
+
+        monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+        secrets = {"arn:db": json.dumps({"username": "svc", "password": "p@ss/word"}),
+                   "arn:key": "-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----",
+                   "arn:enc": "fernet-key", "arn:admin": "admin-key-0123456789"}
+        env = {"DATABASE_URL": "postgresql+pg8000://svc@proxy:5432/email_service",
+               "DATABASE_SECRET_ARN": "arn:db", "SIGNING_KEY_SECRET_ARN": "arn:key",
+               "ENCRYPTION_KEY_SECRET_ARN": "arn:enc", "ADMIN_API_KEY_SECRET_ARN": "arn:admin"}
+        filled = aws_bootstrap.load(env, fetch=secrets.__getitem__)
+        assert set(filled) == {"DATABASE_URL", "SIGNING_KEY_PATH", "ENCRYPTION_KEY",
+                               "ADMIN_API_KEY"}
+        from sqlalchemy.engine import make_url
+
+        url = make_url(env["DATABASE_URL"])
+        assert (url.username, url.password, url.host) == ("svc", "p@ss/word", "proxy")
+        assert env["ENCRYPTION_KEY"] == "fernet-key"
+        assert oct(os.stat(env["SIGNING_KEY_PATH"]).st_mode & 0o777) == "0o600"
+        with open(env["SIGNING_KEY_PATH"]) as fh:
+            assert fh.read().startswith("-----BEGIN PRIVATE KEY-----")
+
+    def test_ecs_injected_values(self, tmp_path, monkeypatch):
+        from chalicelib import aws_bootstrap
+
+        monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+        env = {"DATABASE_URL": "postgresql+pg8000://svc@proxy/db", "DATABASE_PASSWORD": "s3cret",
+               "SIGNING_KEY_PEM": "PEM"}
+        assert aws_bootstrap.needed(env)
+        aws_bootstrap.load(env, fetch=lambda arn: pytest.fail("no fetch expected"))
+        assert "s3cret" in env["DATABASE_URL"] and "DATABASE_PASSWORD" not in env
+        assert "SIGNING_KEY_PEM" not in env and os.path.exists(env["SIGNING_KEY_PATH"])
+
+    def test_unknown_setting_is_refused(self):
+        from chalicelib import aws_bootstrap
+
+        with pytest.raises(ValueError, match="NOPE"):
+            aws_bootstrap.load({"NOPE_SECRET_ARN": "arn:x"}, fetch=lambda arn: "v")
+
+    def test_secrets_manager_through_moto(self, monkeypatch):
+        moto = pytest.importorskip("moto")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        from chalicelib import aws_bootstrap
+
+        with moto.mock_aws():
+            import boto3
+
+            arn = boto3.client("secretsmanager").create_secret(
+                Name="email-service/test/encryption-key", SecretString="k1,k2")["ARN"]
+            env = {"ENCRYPTION_KEY_SECRET_ARN": arn}
+            assert aws_bootstrap.load(env) == ["ENCRYPTION_KEY"]
+            assert env["ENCRYPTION_KEY"] == "k1,k2"
