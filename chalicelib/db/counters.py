@@ -16,6 +16,8 @@ Buckets are UTC: "day" for message/open/click metrics (per dimension: "" all, "s
 """
 from __future__ import annotations
 
+import functools
+
 from collections import Counter
 from datetime import datetime
 
@@ -101,26 +103,33 @@ def apply(connection, deltas: Counter) -> None:
     if not items or dialect not in ("postgresql", "sqlite"):
         return
     for start in range(0, len(items), 500):
-        connection.execute(upsert_statement(dialect, items[start:start + 500]))
+        chunk = items[start:start + 500]
+        connection.execute(upsert_statement(len(chunk)), upsert_params(chunk))
 
 
-def upsert_statement(dialect: str, items: list[tuple], returning: bool = False):
-    """One INSERT ... ON CONFLICT adding ``items`` ((key, n), keys sorted) to the counters.
-    Written as text (the same on PostgreSQL and SQLite): SQLAlchemy cannot cache the compiled
-    form of its on_conflict_do_update construct, and compiling it took ~1 ms per call.
-    ``returning``: a selectable (``RETURNING 1 AS one``) that can be chained as a CTE."""
-    rows, params = [], {}
+def upsert_params(items: list[tuple]) -> dict:
+    """The bind values of ``upsert_statement(len(items))`` for ``items`` ((key, n), sorted)."""
+    params = {}
     for i, (key, n) in enumerate(items):
-        rows.append(f"(:s{i}, :p{i}, :b{i}, :m{i}, :d{i}, :n{i})")
         params.update({f"s{i}": key[0], f"p{i}": key[1], f"b{i}": key[2], f"m{i}": key[3],
                        f"d{i}": key[4], f"n{i}": n})
+    return params
+
+
+@functools.lru_cache(maxsize=64)
+def upsert_statement(size: int, returning: bool = False):
+    """One INSERT ... ON CONFLICT adding ``size`` counter rows (values: ``upsert_params``),
+    built once per size. Written as text (the same on PostgreSQL and SQLite): SQLAlchemy
+    cannot cache the compiled form of its on_conflict_do_update construct, and compiling it
+    took ~1 ms per call. ``returning``: a selectable (``RETURNING 1 AS one``) that can be
+    chained as a CTE."""
+    rows = ", ".join(f"(:s{i}, :p{i}, :b{i}, :m{i}, :d{i}, :n{i})" for i in range(size))
     stmt = text(
         "INSERT INTO stat_counters (server_id, period, bucket, metric, dim, count) VALUES "
-        + ", ".join(rows) + " ON CONFLICT (server_id, period, bucket, metric, dim) DO UPDATE "
+        + rows + " ON CONFLICT (server_id, period, bucket, metric, dim) DO UPDATE "
         "SET count = stat_counters.count + excluded.count"
         + (" RETURNING 1 AS one" if returning else ""))
-    stmt = stmt.bindparams(*[bindparam(f"b{i}", type_=DateTime()) for i in range(len(items))],
-                           **params)
+    stmt = stmt.bindparams(*[bindparam(f"b{i}", type_=DateTime()) for i in range(size)])
     return stmt.columns(one=Integer) if returning else stmt
 
 
@@ -140,16 +149,22 @@ def event_inserted(server_id: int, event_name: str, created_at: datetime,
         deltas[(server_id, "hour", truncate(created_at, "hour"), f"event:{event_name}", "")] += 1
 
 
-def count_inserted_messages(session: Session, rows) -> None:
-    """Count Message rows written with a bulk INSERT (column-name dicts), which no flush
-    sees: +1 in each row's metrics, in the session's transaction (one upsert)."""
+def inserted_message_items(rows) -> list[tuple]:
+    """The counter items ((key, n), sorted) of Message rows written with a bulk INSERT
+    (column-name dicts), which no flush sees: +1 in each row's metrics."""
     deltas: Counter = Counter()
     for row in rows:
         values = tuple(row.get(name) for name in _MESSAGE_ATTRS)
         for key in _message_keys(row["server_id"], values):
             deltas[key] += 1
-    if deltas:
-        apply(session.connection(), deltas)
+    return sorted((key, n) for key, n in deltas.items() if n)
+
+
+def count_inserted_messages(session: Session, rows) -> None:
+    """Count bulk-inserted Message rows in the session's transaction (one upsert)."""
+    items = inserted_message_items(rows)
+    if items:
+        apply(session.connection(), Counter(dict(items)))
 
 
 def _count_flush(session: Session, _context) -> None:

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Callable, Iterator
 
 from sqlalchemy import Engine, create_engine, event
@@ -69,6 +70,9 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
         sock = getattr(dbapi_connection, "_usock", None)
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        register = getattr(dbapi_connection, "register_in_adapter", None)
+        if register is not None:
+            register(_PG_TIMESTAMP_OID, _timestamp_in)
 
     # Pre-ping, but only a connection that sat idle in the pool for a while: one checked in
     # moments ago was working then (a closed one fails its first statement, which invalidates
@@ -90,6 +94,19 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
 
 
 PING_AFTER_IDLE_SECONDS = 2.0
+_PG_TIMESTAMP_OID = 1114
+
+
+def _timestamp_in(data: str):
+    """pg8000 reads TIMESTAMP values with strptime, a tenth of a request's CPU when a row
+    carries a few; PostgreSQL's ISO output is what fromisoformat reads, ~20x faster. Anything
+    else (infinity, BC, years past 9999) goes to pg8000's own parser."""
+    try:
+        return datetime.fromisoformat(data)
+    except ValueError:
+        from pg8000.converters import timestamp_in
+
+        return timestamp_in(data)
 _MAX_CACHED_SQL = 8192
 
 

@@ -294,23 +294,10 @@ def _finish_statements(dialect: str, values: tuple, attempt: tuple | None, attem
             event=_bind("e_event", E.c.event), uuid=_bind("e_uuid", E.c.uuid),
             details=_bind("e_details", E.c.details), created_at=now).returning(E.c.id))
     if counter_items:
-        upsert = counters.upsert_statement(dialect, counter_items, returning=True)
-        # the parameters _finish passes must be exactly the upsert's own
-        assert set(upsert.compile().params) == set(_counter_params(counter_items))
-        statements.append(upsert)
+        statements.append(counters.upsert_statement(len(counter_items), returning=True))
     if event:
         statements.append(_fan_out_statement(dialect, mid, now))
     return statements
-
-
-def _counter_params(items: list) -> dict:
-    """The bind values of ``counters.upsert_statement(items)`` (its naming, checked once per
-    shape in ``_finish_statements``)."""
-    params = {}
-    for i, (key, n) in enumerate(items):
-        params.update({f"s{i}": key[0], f"p{i}": key[1], f"b{i}": key[2], f"m{i}": key[3],
-                       f"d{i}": key[4], f"n{i}": n})
-    return params
 
 
 def _fan_out_statement(dialect: str, mid, now):
@@ -360,7 +347,7 @@ def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
     items = sorted((key, n) for key, n in deltas.items() if n)
     if dialect not in ("postgresql", "sqlite"):
         items = []
-    params.update(_counter_params(items))
+    params.update(counters.upsert_params(items))
     shape = ("finish", tuple(values), tuple(attempt) if attempt is not None else None,
              attempt_id is not None, raw is not None, len(items), event is not None)
     rows = _run(db, shape, lambda: _finish_statements(dialect, *shape[1:5], items,

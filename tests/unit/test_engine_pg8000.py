@@ -82,3 +82,16 @@ def test_driver_patches_only_apply_to_the_release_they_were_written_for(monkeypa
     assert pg8000.__version__ == engine.PATCHED_PG8000_VERSION  # requirements.txt pins it
     monkeypatch.setattr(pg8000, "__version__", "9.9.9")
     assert engine._pg8000_is_patchable() is False
+
+
+def test_timestamps_read_back_exactly_including_values_fromisoformat_cannot_read(database):
+    from datetime import datetime
+
+    with get_engine(database).connect() as conn:
+        row = conn.execute(text(
+            "SELECT TIMESTAMP '2026-11-21 19:46:13.995741', TIMESTAMP '2026-01-02 03:04:05', "
+            "TIMESTAMP '2026-01-02 03:04:05.5', TIMESTAMP 'infinity'")).one()
+    assert row[0] == datetime(2026, 11, 21, 19, 46, 13, 995741)
+    assert row[1] == datetime(2026, 1, 2, 3, 4, 5)
+    assert row[2] == datetime(2026, 1, 2, 3, 4, 5, 500000)
+    assert row[3] == "infinity"  # pg8000's own answer for what datetime cannot hold
