@@ -27,7 +27,8 @@ from chalicelib import clock, errors, queues
 from chalicelib.db import after_commit, counters
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Submission, Suppression
-from chalicelib.services import domains, events, mime, suppressions, tracking
+from chalicelib.services import domains, events, mime, submission_store, suppressions, \
+    tracking
 
 PENDING, SENT, SOFT_FAIL, HARD_FAIL, HELD = "Pending", "Sent", "SoftFail", "HardFail", "Held"
 MAX_RECIPIENTS = 1000
@@ -346,8 +347,8 @@ def store(db: Session, server: Server, prepared: list[Prepared], *, source: str)
 
     One multi-row INSERT ... RETURNING for the submissions and one for the messages (no ORM
     unit of work per row), their statistics counted in the same transaction, and the queue
-    wake-ups sent together after the commit. A send to one recipient on PostgreSQL writes all
-    three in one statement."""
+    wake-ups sent together after the commit. On PostgreSQL, up to MAX_ROWS messages are
+    written with their submissions and counters in one statement (submission_store)."""
     if not prepared:
         return []
     now = clock.now()
@@ -373,8 +374,8 @@ def store(db: Session, server: Server, prepared: list[Prepared], *, source: str)
                 status_details="the recipient is on the suppression list" if is_held else None,
                 track_opens=opens, track_clicks=clicks, bounce=False,
                 next_attempt_at=None if is_held else now, created_at=now, updated_at=now))
-    if len(rows) == 1 and len(prepared) == 1 and db.get_bind().dialect.name == "postgresql":
-        sub_ids, ids = _write_one(db, sub_rows[0], rows[0])
+    if len(rows) <= submission_store.MAX_ROWS and db.get_bind().dialect.name == "postgresql":
+        sub_ids, ids = submission_store.write(db, server.id, now, sub_rows, rows, owner)
     else:
         # Core inserts on the tables: the ORM's bulk-insert layer costs more Python per
         # statement than the statement's round trip on a busy host.
@@ -397,38 +398,6 @@ def store(db: Session, server: Server, prepared: list[Prepared], *, source: str)
         results[index]["recipients"].append({"rcpt_to": row["rcpt_to"], "id": message_id,
                                              "token": row["token"], "status": row["status"]})
     return results
-
-
-def _write_one(db: Session, sub_row: dict, row: dict) -> tuple[list[int], list[int]]:
-    """PostgreSQL, one submission to one recipient (the commonest send): the submission, its
-    message and their counters in ONE statement (data-modifying CTEs), two round trips fewer
-    than three statements. Returns ([submission id], [message id])."""
-    items = counters.inserted_message_items([row])
-    params = {f"sub_{name}": value for name, value in sub_row.items()}
-    params.update({f"msg_{name}": value for name, value in row.items()})
-    params.update(counters.upsert_params(items))
-    statement = _write_one_statement(tuple(sub_row), tuple(row), len(items))
-    message_id, submission_id = db.execute(statement, params).one()
-    return [submission_id], [message_id]
-
-
-@functools.lru_cache(maxsize=16)
-def _write_one_statement(sub_columns: tuple, message_columns: tuple, items: int):
-    """``_write_one``'s statement for one shape, every value a bind parameter, built once
-    (a multi-row VALUES would not be cacheable: SQLAlchemy compiles it on every call)."""
-    subs, msgs = Submission.__table__, Message.__table__
-    submission = insert(subs).values(
-        {name: bindparam(f"sub_{name}", type_=subs.c[name].type) for name in sub_columns}) \
-        .returning(subs.c.id).cte("new_submission")
-    message = insert(msgs).values(
-        {**{name: bindparam(f"msg_{name}", type_=msgs.c[name].type) for name in message_columns},
-         "submission_id": select(submission.c.id).scalar_subquery()}) \
-        .returning(msgs.c.id, msgs.c.submission_id)
-    statement = select(message.cte("new_message"))
-    if items:
-        statement = statement.add_cte(
-            counters.upsert_statement(items, returning=True).cte("counted"))
-    return statement
 
 
 def submit(db: Session, server: Server, request, *, source: str = "api") -> dict:

@@ -169,6 +169,9 @@ class GatewayHandler:
         try:
             if identity is not None:
                 unit = self._submit_unit(identity, envelope.mail_from, list(envelope.rcpt_tos), raw)
+                # Parse in the pool while the committer runs the previous batch's transaction
+                # (in the committer thread it would hold up every message of the batch).
+                await self._run(unit.prepare)
             else:
                 received = self._received_header(server, session)
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),

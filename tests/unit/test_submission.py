@@ -106,3 +106,48 @@ def test_suspended_server_refused(db, server):
         submission.submit_raw(db, server, mail_from="", rcpt_to=["x@example.org"],
                               raw=raw_message(f"app@{server.domain_name}"))
     db.rollback()
+
+
+@pytest.mark.parametrize("recipients_per_entry", [(1,), (1, 3, 2), (4, 1)])
+def test_many_submissions_map_every_message_to_its_own_submission(db, server,
+                                                                    recipients_per_entry):
+    """On PostgreSQL this is submission_store's single statement (arrays + unnest), whose
+    RETURNING order is not promised: ids must still come back to the right entries."""
+    from chalicelib.db.models import StatCounter
+
+    def pending_today() -> int:
+        return db.scalar(select(func.coalesce(func.sum(StatCounter.count), 0)).where(
+            StatCounter.server_id == server.id, StatCounter.metric == "status:Pending",
+            StatCounter.dim == "", StatCounter.period == "day")) or 0
+
+    before = pending_today()
+    parsed = []
+    for n, count in enumerate(recipients_per_entry):
+        to = [f"{unique(f'e{n}r{i}')}@example.org" for i in range(count)]
+        parsed.append(submission.parse_raw(
+            rcpt_to=to, raw=raw_message(f"app@{server.domain_name}", f"entry {n}\n".encode())))
+    results = submission.submit_parsed_many(db, server.id, parsed)
+    db.flush()
+    assert len({r["message_id"] for r in results}) == len(parsed)
+    for entry, result in zip(parsed, results):
+        stored = db.get(Submission, result["message_id"])
+        assert stored.raw.endswith(f"entry {parsed.index(entry)}\r\n".encode())
+        assert [r["rcpt_to"] for r in result["recipients"]] == entry.recipients
+        for recipient in result["recipients"]:
+            message = db.get(Message, recipient["id"])
+            assert (message.submission_id, message.rcpt_to, message.token) == \
+                (stored.id, recipient["rcpt_to"], recipient["token"])
+            assert message.status == "Pending" and message.metadata_json is None
+    assert pending_today() - before == sum(recipients_per_entry)
+
+
+def test_metadata_and_tag_survive_the_bulk_write(db, server):
+    request = SendRequest.model_validate({
+        "from": f"app@{server.domain_name}", "to": [f"{unique('m')}@example.org"],
+        "subject": "s", "text_body": "t", "tag": "welcome",
+        "metadata": {"order": 42, "nested": {"ok": True}, "text": "é\"'"}})
+    result = submission.submit(db, server, request)
+    db.flush()
+    message = db.get(Message, result["recipients"][0]["id"])
+    assert message.metadata_json == {"order": 42, "nested": {"ok": True}, "text": "é\"'"}
+    assert message.tag == "welcome"

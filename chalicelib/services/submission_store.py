@@ -1,0 +1,100 @@
+"""PostgreSQL: a send's submissions, messages and statistics counters in ONE statement.
+
+Three statements (submissions, then messages that need their ids, then counters) are three
+round trips, and in the SMTP gateway's committer each one also waits for the GIL behind the
+event loop. Here they are data-modifying CTEs of a single statement whose SQL does not depend
+on how many rows it writes (the values travel as arrays, read back with ``unnest``), so
+SQLAlchemy compiles it once per column set:
+
+* ``new_ids``: one ``nextval`` per submission, numbered by ordinality (a volatile CTE is
+  evaluated once, so submissions and messages see the same ids);
+* ``new_submissions``: INSERT ... SELECT from the submission arrays joined to ``new_ids``;
+* ``new_messages``: INSERT ... SELECT from the message arrays, each row naming its
+  submission's ordinal; RETURNING id and token (RETURNING's order is not promised, the token
+  is unique);
+* ``counted``: the counter upsert (``counters.upsert_statement``).
+
+Foreign keys are checked at the end of the statement, when every CTE has written.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+from sqlalchemy import JSON, Integer, String, bindparam, cast, func, insert, literal_column, \
+    select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+
+from chalicelib.db import counters
+from chalicelib.db.models import Message, Submission
+
+#: Above this many message rows the arrays cost more to encode than the round trips saved.
+MAX_ROWS = 100
+
+_SUBMISSION_COLUMNS = ("message_id_header", "size", "raw")
+
+
+def write(db: Session, server_id: int, now, sub_rows: list[dict], rows: list[dict],
+          owner: list[int]) -> tuple[list[int], list[int]]:
+    """Insert ``sub_rows`` (submission column dicts) and ``rows`` (message column dicts, row
+    i belonging to submission ``owner[i]``) with their counters; returns (submission ids,
+    message ids), each in input order."""
+    columns = tuple(name for name in rows[0] if name not in ("server_id", "created_at",
+                                                            "updated_at"))
+    items = counters.inserted_message_items(rows)
+    params = {"server_id": server_id, "now": now, "n_subs": len(sub_rows),
+              "m_owner": [index + 1 for index in owner]}
+    for name in _SUBMISSION_COLUMNS:
+        params[f"s_{name}"] = [row[name] for row in sub_rows]
+    for name in columns:
+        values = [row[name] for row in rows]
+        params[f"m_{name}"] = [json.dumps(v) for v in values] if name == "metadata" else values
+    params.update(counters.upsert_params(items))
+    found = {token: (message_id, submission_id) for message_id, token, submission_id
+             in db.execute(_statement(columns, len(items)), params)}
+    message_ids = [found[row["token"]][0] for row in rows]
+    sub_ids = [0] * len(sub_rows)
+    for row, index in zip(rows, owner):
+        sub_ids[index] = found[row["token"]][1]
+    return sub_ids, message_ids
+
+
+@functools.lru_cache(maxsize=32)
+def _statement(columns: tuple, items: int):
+    subs, msgs = Submission.__table__, Message.__table__
+
+    def array(prefix: str, table, name: str):
+        element = String() if name == "metadata" else table.c[name].type
+        return bindparam(f"{prefix}_{name}", type_=ARRAY(element))
+
+    new_ids = select(func.nextval(literal_column("pg_get_serial_sequence('submissions', 'id')"))
+                     .label("id"),
+                     func.generate_series(1, bindparam("n_subs", type_=Integer)).label("ordinal")
+                     ).cte("new_ids")
+    sub_values = func.unnest(*[array("s", subs, n) for n in _SUBMISSION_COLUMNS]) \
+        .table_valued(*_SUBMISSION_COLUMNS, with_ordinality="ordinal").render_derived()
+    new_submissions = insert(subs).from_select(
+        ["id", "server_id", *_SUBMISSION_COLUMNS, "created_at"],
+        select(new_ids.c.id, bindparam("server_id", type_=subs.c.server_id.type),
+               *[sub_values.c[n] for n in _SUBMISSION_COLUMNS],
+               bindparam("now", type_=subs.c.created_at.type))
+        .join_from(sub_values, new_ids, new_ids.c.ordinal == sub_values.c.ordinal)
+    ).returning(subs.c.id).cte("new_submissions")
+    message_values = func.unnest(bindparam("m_owner", type_=ARRAY(Integer)),
+                                 *[array("m", msgs, n) for n in columns]) \
+        .table_valued("owner", *columns).render_derived()
+    picked = [cast(message_values.c[n], JSON) if n == "metadata" else message_values.c[n]
+              for n in columns]
+    now = bindparam("now", type_=msgs.c.created_at.type)
+    new_messages = insert(msgs).from_select(
+        ["server_id", "submission_id", *columns, "created_at", "updated_at"],
+        select(bindparam("server_id", type_=msgs.c.server_id.type), new_ids.c.id, *picked,
+               now, now)
+        .join_from(message_values, new_ids, new_ids.c.ordinal == message_values.c.owner)
+    ).returning(msgs.c.id, msgs.c.token, msgs.c.submission_id).cte("new_messages")
+    statement = select(new_messages).add_cte(new_submissions)
+    if items:
+        statement = statement.add_cte(
+            counters.upsert_statement(items, returning=True).cte("counted"))
+    return statement
