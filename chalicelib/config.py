@@ -38,6 +38,16 @@ def _parse_size(raw: str) -> int:
     return int(match.group(1)) * _SIZE_FACTORS[unit]
 
 
+DATABASE_SSL_MODES = ("off", "require", "verify")
+
+
+def _parse_ssl_mode(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in DATABASE_SSL_MODES:
+        raise ValueError(f"expected one of {', '.join(DATABASE_SSL_MODES)}, got {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Key:
     """One configuration key: its attribute, environment variable, default and meaning."""
@@ -82,6 +92,12 @@ KEYS: tuple[Key, ...] = (
     # Operational settings.
     _env("DATABASE_URL", "sqlite:///var/email-service.db", str,
          "SQLAlchemy URL. PostgreSQL: postgresql+pg8000://user:pass@host/db."),
+    _env("DATABASE_SSL", "off", _parse_ssl_mode,
+         "TLS to PostgreSQL: off; require (encrypted, certificate not checked); verify "
+         "(certificate and host name checked against DATABASE_SSL_CA or the system CAs)."),
+    _env("DATABASE_SSL_CA", "", str,
+         "PEM CA bundle for DATABASE_SSL=verify; empty: the system CAs (RDS Proxy's "
+         "certificates chain to them)."),
     _env("PORT", 8000, int, "HTTP API port of the local stack."),
     _env("SMTP_PORT", 2525, int, "SMTP gateway port of the local stack."),
     _env("SMTP_SUBMISSION_PORTS", "", str,
@@ -162,6 +178,8 @@ class Settings(BaseModel):
     auth_oidc_client_secret: str
     auth_oidc_redirect_uri: str
     database_url: str
+    database_ssl: str
+    database_ssl_ca: str
     port: int
     smtp_port: int
     smtp_submission_ports: str

@@ -61,6 +61,9 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
     # trip) and, unlike execution_options(isolation_level=...) on a pooled connection, has
     # nothing to reset when the connection returns to the pool.
     extra = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
+    context = database_ssl_context(get_settings())
+    if context is not None:
+        extra["connect_args"] = {"ssl_context": context}
     engine = create_engine(url, pool_size=5, max_overflow=10, pool_recycle=300, **extra)
 
     # pg8000 leaves Nagle on: the tail of a large statement (a 10 KB message's INSERT) then
@@ -91,6 +94,21 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
             raise DisconnectionError(f"stale pooled connection: {exc}") from exc
 
     return engine
+
+
+def database_ssl_context(settings) -> "ssl.SSLContext | None":
+    """The TLS context pg8000 connects with (DATABASE_SSL), or None for a plain connection.
+    ``verify`` checks the certificate chain and the host name; ``require`` only encrypts
+    (for a server whose certificate cannot be checked, e.g. a self-signed one)."""
+    import ssl
+
+    if settings.database_ssl == "off":
+        return None
+    context = ssl.create_default_context(cafile=settings.database_ssl_ca or None)
+    if settings.database_ssl == "require":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 PING_AFTER_IDLE_SECONDS = 2.0

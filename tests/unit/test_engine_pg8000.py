@@ -95,3 +95,40 @@ def test_timestamps_read_back_exactly_including_values_fromisoformat_cannot_read
     assert row[1] == datetime(2026, 1, 2, 3, 4, 5)
     assert row[2] == datetime(2026, 1, 2, 3, 4, 5, 500000)
     assert row[3] == "infinity"  # pg8000's own answer for what datetime cannot hold
+
+
+def test_database_ssl_modes_build_the_expected_tls_context(monkeypatch, tmp_path):
+    import ssl
+
+    from chalicelib.config import get_settings
+    from chalicelib.db.engine import database_ssl_context
+
+    monkeypatch.setenv("DATABASE_SSL", "off")
+    assert database_ssl_context(get_settings()) is None
+    monkeypatch.setenv("DATABASE_SSL", "require")
+    context = database_ssl_context(get_settings())
+    assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
+    monkeypatch.setenv("DATABASE_SSL", "Verify")
+    context = database_ssl_context(get_settings())
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    monkeypatch.setenv("DATABASE_SSL_CA", str(tmp_path / "missing.pem"))
+    with pytest.raises(FileNotFoundError):
+        database_ssl_context(get_settings())
+    monkeypatch.setenv("DATABASE_SSL", "sometimes")
+    with pytest.raises(Exception, match="off, require, verify"):
+        get_settings()
+
+
+def test_database_ssl_is_asked_of_the_server(monkeypatch, database):
+    """The local PostgreSQL has no TLS: a connection that asks for it must fail, which
+    proves the engine hands pg8000 the context instead of connecting in the clear."""
+    from chalicelib.db.engine import _create_engine
+
+    monkeypatch.setenv("DATABASE_SSL", "require")
+    engine = _create_engine(database)
+    try:
+        with pytest.raises(DBAPIError, match="(?i)ssl"):
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+    finally:
+        engine.dispose()
