@@ -17,11 +17,13 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from chalicelib.config import get_settings
 from chalicelib.db import after_commit
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,8 @@ class LocalPort:
     def start(self, handler: Callable[[str, str], None]) -> None:
         self._handler = handler
         self._stopping = False
+        from concurrent.futures import ThreadPoolExecutor  # local stack only, not at cold start
+
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="queue-worker")
         self._thread = threading.Thread(target=self._run, name="queue-scheduler", daemon=True)
         self._thread.start()

@@ -1,5 +1,7 @@
 """Declarative base and column helpers shared by every model module."""
-from __future__ import annotations
+# No `from __future__ import annotations` here nor in the model modules: with real annotations
+# SQLAlchemy reads each column's type as it is instead of evaluating ~300 annotation strings at
+# import, ~15 ms of a cold start. (Forward references stay quoted: Mapped["Organization"].)
 
 import secrets
 import uuid as uuid_module

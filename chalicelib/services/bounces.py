@@ -11,9 +11,7 @@ recorded.
 from __future__ import annotations
 
 import re
-from email import policy
-from email.message import Message as EmailMessage
-from email.parser import BytesParser
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -22,6 +20,9 @@ from chalicelib import errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import Message, Submission
 from chalicelib.services import inbound
+
+if TYPE_CHECKING:
+    from email.message import Message as EmailMessage
 
 _STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
@@ -58,6 +59,14 @@ def _typed(value: str | None) -> str | None:
     return value
 
 
+def _parser():
+    # The email parser is imported when a bounce is read, not at cold start.
+    from email import policy
+    from email.parser import BytesParser
+
+    return BytesParser(policy=policy.compat32)
+
+
 def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
     for part in msg.walk():
         if part.get_content_type() in ("message/delivery-status", "message/global-delivery-status"):
@@ -66,7 +75,7 @@ def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
                 return payload
             text = payload if isinstance(payload, str) else ""
             blocks = re.split(r"\r?\n\r?\n", text.strip())
-            return [BytesParser(policy=policy.compat32).parsebytes(b.encode("utf-8", "replace"))
+            return [_parser().parsebytes(b.encode("utf-8", "replace"))
                     for b in blocks if b.strip()]
     return []
 
@@ -74,7 +83,7 @@ def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
 def parse_dsn(raw: bytes) -> dict:
     """The report of a bounce: status, action, diagnostic, final recipient, remote MTA,
     type (hard, soft or null when nothing could be read) and whether it is an RFC 3464 report."""
-    msg = BytesParser(policy=policy.compat32).parsebytes(raw)
+    msg = _parser().parsebytes(raw)
     blocks = _status_blocks(msg)
     report = {"status": None, "action": None, "diagnostic": None, "final_recipient": None,
               "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks)}
@@ -120,7 +129,7 @@ def _plain_text(msg: EmailMessage) -> str:
 
 
 def _subject(raw: bytes) -> str | None:
-    value = BytesParser(policy=policy.compat32).parsebytes(raw, headersonly=True)["Subject"]
+    value = _parser().parsebytes(raw, headersonly=True)["Subject"]
     return str(value)[:998] if value else None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -21,8 +22,11 @@ from chalicelib import clock, errors, queues
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.db.models import Delivery, Message, Route, Submission
-from chalicelib.services import claims, inbound_endpoints
+from chalicelib.services import claims
 from chalicelib.services.routes import RouteMatch
+
+if TYPE_CHECKING:
+    from chalicelib.services import inbound_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +178,9 @@ def _wire(message: Message, route: Route | None) -> dict:
 def process(message_id: int) -> None:
     """Worker: one wake-up for an inbound message. Claims it, delivers outside any
     transaction, then records the attempt and the new status in one short transaction."""
+    # Imported here (the queue worker), not at cold start of the HTTP function.
+    from chalicelib.services import inbound_endpoints
+
     worker = claims.worker_id()
     with session_scope() as db:
         message = db.get(Message, message_id)
@@ -208,6 +215,8 @@ def process(message_id: int) -> None:
 
 
 def _record(message_id: int, worker: str, attempt: inbound_endpoints.Attempt) -> None:
+    from chalicelib.services import inbound_endpoints
+
     with session_scope() as db:
         message = db.get(Message, message_id)
         if message is None or not claims.release(message, worker):

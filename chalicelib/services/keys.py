@@ -2,8 +2,6 @@
 encrypts secrets at rest (ENCRYPTION_KEY, or a key derived from the signing key)."""
 from __future__ import annotations
 
-from cryptography.hazmat.primitives import serialization
-
 from chalicelib.config import get_settings
 from chalicelib.services import secretbox, signing
 
@@ -20,6 +18,9 @@ def secret_box() -> secretbox.SecretBox:
     cache_key = (settings.encryption_key, settings.signing_key_path)
     box = _boxes.get(cache_key)
     if box is None:
+        # Not imported at module level: cryptography stays out of the cold start.
+        from cryptography.hazmat.primitives import serialization
+
         pem = signing_key().private_bytes(serialization.Encoding.PEM,
                                           serialization.PrivateFormat.PKCS8,
                                           serialization.NoEncryption())

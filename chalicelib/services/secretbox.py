@@ -30,10 +30,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+# cryptography is imported inside the functions that use it, not at cold start.
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 __all__ = [
     "DEFAULT_PURPOSE",
@@ -65,6 +66,8 @@ class InvalidEncryptionKey(SecretBoxError, ValueError):
 
 def generate_key() -> str:
     """A new random key suitable for ``ENCRYPTION_KEY`` (urlsafe base64, 32 bytes)."""
+    from cryptography.fernet import Fernet
+
     return Fernet.generate_key().decode("ascii")
 
 
@@ -96,6 +99,8 @@ def _parse_key(value: str | bytes, position: int) -> Fernet:
         raise InvalidEncryptionKey(
             f"{label} decodes to {len(raw)} bytes, expected 32; {_GENERATE_HINT}"
         )
+    from cryptography.fernet import Fernet
+
     return Fernet(base64.urlsafe_b64encode(raw))
 
 
@@ -127,6 +132,8 @@ class SecretBox:
         fernets = [_parse_key(k, i + 1) for i, k in enumerate(parts)]
         if not fernets:
             raise InvalidEncryptionKey(f"no encryption key given; {_GENERATE_HINT}")
+        from cryptography.fernet import MultiFernet
+
         self._fernet = MultiFernet(fernets)
         self._count = len(fernets)
 
@@ -153,6 +160,8 @@ class SecretBox:
 
         Raises ``SecretBoxError`` when no key fits or the token is damaged.
         """
+        from cryptography.fernet import InvalidToken
+
         raw = self._token_bytes(token)
         try:
             return self._fernet.decrypt(raw)
@@ -169,6 +178,8 @@ class SecretBox:
 
     def rotate(self, token: str | bytes) -> str:
         """Re-encrypt ``token`` under the first (current) key."""
+        from cryptography.fernet import InvalidToken
+
         try:
             return self._fernet.rotate(self._token_bytes(token)).decode("ascii")
         except InvalidToken:
@@ -214,6 +225,9 @@ def derive_key(material: bytes, purpose: str) -> bytes:
         raise InvalidEncryptionKey("key derivation material must be non-empty bytes")
     if not isinstance(purpose, str) or not purpose:
         raise InvalidEncryptionKey("key derivation purpose must be a non-empty string")
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     okm = HKDF(
         algorithm=hashes.SHA256(),
         length=32,
@@ -228,6 +242,8 @@ def _canonical_private_bytes(signing_key_pem: bytes | str) -> bytes:
     vs PKCS#8, line endings) does not change the derived key."""
     if isinstance(signing_key_pem, str):
         signing_key_pem = signing_key_pem.encode("ascii", "replace")
+    from cryptography.hazmat.primitives import serialization
+
     try:
         key = serialization.load_pem_private_key(bytes(signing_key_pem), password=None)
     except (TypeError, ValueError) as exc:

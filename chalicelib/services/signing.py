@@ -29,10 +29,12 @@ import os
 import secrets
 import stat
 import threading
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+# cryptography is imported inside the functions that use it, not at cold start (importing the
+# app does not load it); ``signing.rsa`` & co. still resolve, through __getattr__ below.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 __all__ = [
     "KEY_SIZE",
@@ -69,6 +71,22 @@ _NO_LINK_ERRNOS = frozenset(
     )
     if e is not None
 )
+
+
+_LAZY_MODULES = {
+    "hashes": "cryptography.hazmat.primitives.hashes",
+    "padding": "cryptography.hazmat.primitives.asymmetric.padding",
+    "rsa": "cryptography.hazmat.primitives.asymmetric.rsa",
+    "serialization": "cryptography.hazmat.primitives.serialization",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(_LAZY_MODULES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SigningKeyError(ValueError):
@@ -119,6 +137,8 @@ def _load_or_create(path: str) -> rsa.RSAPrivateKey:
 
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=PUBLIC_EXPONENT, key_size=KEY_SIZE)
     pem = private_key_pem(key)
@@ -202,6 +222,9 @@ def _fsync_dir(directory: str) -> None:
 
 
 def _read_key(path: str) -> rsa.RSAPrivateKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     with open(path, "rb") as fh:
         data = fh.read()
         mode = os.fstat(fh.fileno()).st_mode
@@ -250,6 +273,9 @@ def sign_body(key: rsa.RSAPrivateKey, body: bytes) -> str:
     SHA-256 of exactly ``body``."""
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise TypeError("body must be bytes: sign the exact bytes that are sent")
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
     signature = key.sign(bytes(body), padding.PKCS1v15(), hashes.SHA256())
     return base64.b64encode(signature).decode("ascii")
 
@@ -260,6 +286,10 @@ def verify_body(public_key, body: bytes, signature_b64: str) -> bool:
     ``public_key`` may be an ``RSAPublicKey`` or an ``RSAPrivateKey`` (its
     public half is used). Malformed base64 or a wrong signature gives False.
     """
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
     if isinstance(public_key, rsa.RSAPrivateKey):
         public_key = public_key.public_key()
     if not isinstance(public_key, rsa.RSAPublicKey):
@@ -290,6 +320,8 @@ def verify_body(public_key, body: bytes, signature_b64: str) -> bool:
 
 
 def _public(key):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     if isinstance(key, rsa.RSAPrivateKey):
         return key.public_key()
     if isinstance(key, rsa.RSAPublicKey):
@@ -299,6 +331,8 @@ def _public(key):
 
 def public_key_der(key) -> bytes:
     """DER SubjectPublicKeyInfo of ``key`` (private or public)."""
+    from cryptography.hazmat.primitives import serialization
+
     return _public(key).public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -311,6 +345,8 @@ def public_key_b64(key) -> str:
 
 def public_key_pem(key) -> bytes:
     """PEM SubjectPublicKeyInfo (``BEGIN PUBLIC KEY``), e.g. for receivers."""
+    from cryptography.hazmat.primitives import serialization
+
     return _public(key).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -318,6 +354,8 @@ def public_key_pem(key) -> bytes:
 
 def private_key_pem(key: rsa.RSAPrivateKey) -> bytes:
     """Unencrypted PKCS#8 PEM of the private key."""
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

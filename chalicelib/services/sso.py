@@ -10,6 +10,7 @@ when self-registration is off.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -17,13 +18,20 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import OidcLogin, User, UserSession
-from chalicelib.services import accounts, audit, oidc
+from chalicelib.services import accounts, audit
 from chalicelib.services.tokens import hash_secret
+
+# The OIDC client is imported by the functions below, when single sign-on is used, not at cold
+# start.
+if TYPE_CHECKING:
+    from chalicelib.services import oidc
 
 STATE_TTL = timedelta(minutes=10)
 
 
 def config() -> oidc.OIDCConfig:
+    from chalicelib.services import oidc
+
     settings = get_settings()
     if not settings.auth_oidc_enabled:
         raise errors.SSODisabled("single sign-on is not enabled on this installation")
@@ -35,6 +43,8 @@ def config() -> oidc.OIDCConfig:
 
 def start(db: Session) -> str:
     """The provider's authorization URL for a new login."""
+    from chalicelib.services import oidc
+
     cfg = config()
     try:
         begun = oidc.start_login(cfg)
@@ -89,6 +99,8 @@ def _account_for(db: Session, identity: oidc.Identity, client: audit.Client) -> 
 def callback(db: Session, *, code: str | None, state: str | None, error: str | None,
              error_description: str | None, client: audit.Client) -> tuple[User, UserSession, str]:
     """Finish a login. Failures are recorded (and the state used up) before SSOError is raised."""
+    from chalicelib.services import oidc
+
     cfg = config()
     try:
         if not state:

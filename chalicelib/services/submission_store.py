@@ -23,7 +23,6 @@ import json
 
 from sqlalchemy import JSON, Integer, String, bindparam, cast, func, insert, literal_column, \
     select
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from chalicelib.db import counters
@@ -62,6 +61,10 @@ def write(db: Session, server_id: int, now, sub_rows: list[dict], rows: list[dic
 
 @functools.lru_cache(maxsize=32)
 def _statement(columns: tuple, items: int):
+    # The dialect module is imported by the first send, not at cold start (importing it is
+    # ~25 ms of app.py's import; tests/unit/test_cold_start.py).
+    from sqlalchemy.dialects.postgresql import ARRAY
+
     subs, msgs = Submission.__table__, Message.__table__
 
     def array(prefix: str, table, name: str):

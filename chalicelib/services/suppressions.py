@@ -10,8 +10,6 @@ from datetime import timedelta
 from typing import Iterable
 
 from sqlalchemy import or_, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
@@ -63,8 +61,11 @@ def suppress(db: Session, server_id: int, address: str, reason: str | None, sour
     # both record their outcome, not have one abort on the unique (server_id, address) key.
     values = {"reason": reason, "source": source, "created_at": clock.now(),
               "expires_at": expires_at}
-    dialect_insert = (postgresql_insert if db.get_bind().dialect.name == "postgresql"
-                      else sqlite_insert)
+    # Only the configured database's dialect module is imported, and not at cold start.
+    if db.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
     db.execute(dialect_insert(Suppression)
                .values(server_id=server_id, address=address, **values)
                .on_conflict_do_update(index_elements=["server_id", "address"], set_=values))

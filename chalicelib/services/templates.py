@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.db.models import Server, Template
-from chalicelib.services import templating
 from chalicelib.services.streams import save_unique
 from chalicelib.services.organizations import unique_permalink
 
@@ -35,6 +34,9 @@ def validate_parts(parts: dict) -> None:
     subject = parts.get("subject")
     if subject is not None and ("\r" in subject or "\n" in subject):
         raise errors.ValidationError("subject: must be a single line", field="subject")
+    # The template engine (and chevron) is imported on first use, not at cold start.
+    from chalicelib.services import templating
+
     for name in PARTS:
         source = parts.get(name)
         if source is None:
@@ -124,6 +126,8 @@ def render(template: Template, model) -> dict:
     if not isinstance(model, dict):
         raise errors.ValidationError("template_model: must be a JSON object",
                                      field="template_model")
+    from chalicelib.services import templating
+
     try:
         return templating.render_template(template.subject, template.html_body,
                                           template.text_body, model)

@@ -22,7 +22,6 @@ import hmac
 import re
 import secrets
 
-from cryptography.hazmat.primitives import serialization
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -30,7 +29,6 @@ from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import ClickEvent, Message, OpenEvent, TrackedLink
 from chalicelib.services import keys, tracking_detect
-from chalicelib.services.tracking_rewrite import apply_tracking
 
 CONTROL_HEADER = "X-Track"
 OVERRIDES = {"none": (False, False), "opens": (True, False), "clicks": (False, True),
@@ -105,6 +103,8 @@ def _open_key() -> bytes:
     path = get_settings().signing_key_path
     key = _open_keys.get(path)
     if key is None:
+        from cryptography.hazmat.primitives import serialization  # not at cold start
+
         der = keys.signing_key().private_bytes(serialization.Encoding.DER,
                                                serialization.PrivateFormat.PKCS8,
                                                serialization.NoEncryption())
@@ -169,6 +169,9 @@ def prepare_outgoing(db: Session, message: Message, raw: bytes) -> bytes:
                                             url=url)
             db.add(link)
         return click_url(link.token)
+
+    # The HTML rewriter (and the email parser it uses) is imported on first use, not at cold start.
+    from chalicelib.services.tracking_rewrite import apply_tracking
 
     out = apply_tracking(raw, link_url=link_url,
                          pixel_url=pixel_url(message.id) if message.track_opens else None)

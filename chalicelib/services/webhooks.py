@@ -21,7 +21,9 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors, queues
 from chalicelib.config import get_settings
 from chalicelib.db.models import Message, MessageEvent, Server, Webhook, WebhookRequest
-from chalicelib.services import claims, events, keys, url_safety, webhook_delivery
+# webhook_delivery (the sending side, the queue worker's) is imported where it is used, not
+# at cold start.
+from chalicelib.services import claims, events, keys, url_safety
 
 EVENTS = events.EVENTS
 MASK = "••••••"
@@ -173,6 +175,8 @@ def fan_out(db: Session, message: Message, record: MessageEvent) -> list[Webhook
                            next_attempt_at=now, created_at=now) for w in hooks]
     db.add_all(rows)
     db.flush()
+    from chalicelib.services import webhook_delivery
+
     for row in rows:
         queues.enqueue_after_commit(db, webhook_delivery.QUEUE, row.id)
     return rows
@@ -229,6 +233,8 @@ def send_test(db: Session, webhook: Webhook, server: Server, event: str) -> dict
               "bounce": False, "tag": None, "metadata": None}
     body = build_body(event, event_uuid, int(clock.timestamp()), sample,
                       f"Test notification for {event}", test=True).encode("utf-8")
+    from chalicelib.services import webhook_delivery
+
     headers = webhook_delivery.build_headers(event, event_uuid, body, sign, custom)
     outcome = webhook_delivery.attempt(url, body, headers)
     return {"event": event, "uuid": event_uuid, "url": url,

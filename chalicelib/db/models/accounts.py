@@ -2,7 +2,7 @@
 
 Every token (session, reset, invitation, OIDC state) is stored only as a SHA-256 hash.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 

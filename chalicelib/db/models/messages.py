@@ -4,7 +4,7 @@ delivery attempts, the event history, and the suppression list.
 A Message row is the truth for its pending work: ``status`` and ``next_attempt_at`` say what
 is due; ``locked_by``/``locked_at`` is a worker's claim (see services/claims.py).
 """
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 from typing import Any

@@ -1,5 +1,5 @@
 """Tenancy: organizations, their mail servers, sending domains, credentials, IP pools, admin keys."""
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 

@@ -1,5 +1,5 @@
 """Inbound routes: which incoming addresses are accepted and where their mail goes."""
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from typing import Any
 

@@ -1,5 +1,5 @@
 """Open and click tracking: rewritten links and the events recorded against them."""
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 

@@ -1,5 +1,5 @@
 """Webhooks, their durable delivery queue rows, and the log of every attempt."""
-from __future__ import annotations
+# No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 from typing import Any

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from email import policy as email_policy
-from email.parser import BytesParser
 
 from chalicelib.services.mime.addresses import Address, parse_address
 from chalicelib.services.mime.base import (
@@ -111,6 +110,8 @@ def _verify_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_names,
 
 def _verify(raw: bytes, *, from_, to, cc, reply_to, subject, header_names, message_id) -> None:
     """Parse the output back and check nothing was added, lost or split."""
+    from email.parser import BytesParser  # the parser is not loaded at cold start
+
     parsed = BytesParser(policy=email_policy.default).parsebytes(raw, headersonly=True)
     expected = ["date", "from", "message-id", "mime-version", "content-type"]
     expected += [n.lower() for n in header_names]
@@ -198,6 +199,8 @@ def header_addresses(raw: bytes) -> dict:
         raw = bytes(raw)
     if not isinstance(raw, bytes):
         raise TypeError("header_addresses() needs bytes")
+    from email.parser import BytesParser  # the parser is not loaded at cold start
+
     msg = BytesParser(policy=email_policy.default).parsebytes(raw, headersonly=True)
     from_ = _single_mailbox(msg, "From", "from")
     if from_ is None:
