@@ -1,12 +1,19 @@
 """The Chalice app: registers the HTTP surfaces, the queue consumers and the sweeper schedule.
 Nothing else lives here; the service is in chalicelib/."""
-import logging
-import os
+import gc
 
-from chalice import Chalice, Rate
+# The import builds hundreds of thousands of objects that live as long as the process (models,
+# schemas, routes); garbage collections during it only re-scan them (~35 ms of a cold start).
+# Collect nothing until it is done, then freeze them out of later collections.
+gc.disable()
 
-from chalicelib import aws_bootstrap
-from chalicelib.api import register
+import logging  # noqa: E402
+import os  # noqa: E402
+
+from chalice import Chalice, Rate  # noqa: E402
+
+from chalicelib import aws_bootstrap  # noqa: E402
+from chalicelib.api import register  # noqa: E402
 
 # In AWS: settings that hold secrets come from Secrets Manager (no-op locally).
 aws_bootstrap.load_once()
@@ -62,3 +69,7 @@ def migrate(event, context):
     from chalicelib import ops
 
     return ops.migrate()
+
+
+gc.freeze()
+gc.enable()

@@ -38,3 +38,10 @@ def test_import_app_registers_the_routes_and_handlers():
     assert int(count) > 50
     for name in ("deliveries_worker", "webhooks_worker", "inbound_worker", "sweep"):
         assert name in handlers
+
+
+def test_import_app_turns_garbage_collection_back_on_with_the_import_frozen():
+    code = "import gc, app; print(gc.isenabled(), gc.get_freeze_count() > 10000)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True True"
