@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
+from chalicelib.api import query
 from chalicelib.api.errors import status_for
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
@@ -41,8 +42,8 @@ SESSION = "session"    # Bearer session only
 
 INTEGER_PARAMS = {"id", "user_id", "pool_id"}
 MAX_ID = 2**63 - 1  # BIGINT; a larger id would overflow the database driver, not just miss
-DEFAULT_PER_PAGE = 25
-MAX_PER_PAGE = 100
+DEFAULT_PER_PAGE = query.DEFAULT_PER_PAGE
+MAX_PER_PAGE = query.MAX_PER_PAGE
 
 
 def _json_default(value: Any) -> Any:
@@ -103,6 +104,7 @@ class Call:
     body: Any = None
     principal: Principal | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    query_params: tuple[query.QueryParam, ...] = ()
 
     @property
     def headers(self):
@@ -110,12 +112,28 @@ class Call:
 
     @property
     def query(self) -> dict[str, str]:
-        params = self.request.query_params or {}
-        for name, value in params.items():
+        """The declared query parameters the client sent (others are ignored)."""
+        declared = {p.name for p in self.query_params}
+        params = {}
+        for name, value in (self.request.query_params or {}).items():
             if "\x00" in name or "\x00" in value:
                 raise errors.ValidationError(f"{name}: must not contain NUL characters",
                                              field=name)
+            if name in declared:
+                params[name] = value
         return params
+
+    def _declared(self, name: str) -> query.QueryParam:
+        for param in self.query_params:
+            if param.name == name:
+                return param
+        raise query.UndeclaredQueryParameter(f"query parameter {name!r} is not declared on "
+                                             "this endpoint (@endpoint(..., query=...))")
+
+    def query_str(self, name: str) -> str | None:
+        """The parameter's value (checked against its enum, if it has one); None if absent
+        or empty."""
+        return query.parse_choice(self._declared(name), self.query.get(name))
 
     @property
     def ip_address(self) -> str | None:
@@ -132,39 +150,22 @@ class Call:
     def server(self):
         return self.principal.server if self.principal else None
 
-    def query_int(self, name: str, default: int | None = None, *, minimum: int | None = None,
-                  maximum: int | None = None) -> int | None:
-        raw = self.query.get(name)
-        if raw is None or raw == "":
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise errors.ValidationError(f"{name} must be an integer", field=name) from None
-        if minimum is not None and value < minimum:
-            raise errors.ValidationError(f"{name} must be at least {minimum}", field=name)
-        if maximum is not None and value > maximum:
-            raise errors.ValidationError(f"{name} must be at most {maximum}", field=name)
-        return value
+    def query_int(self, name: str, default: int | None = None) -> int | None:
+        """The integer parameter within its declared minimum and maximum (else a 422)."""
+        schema = self._declared(name).schema
+        return query.parse_int(name, self.query.get(name), default, schema.get("minimum"),
+                               schema.get("maximum"))
+
+    def query_bool(self, name: str) -> bool:
+        self._declared(name)
+        return query.parse_bool(name, self.query.get(name))
 
     def query_datetime(self, name: str) -> datetime | None:
-        raw = self.query.get(name)
-        if not raw:
-            return None
-        try:
-            value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "+"))
-        except ValueError:
-            raise errors.ValidationError(
-                f"{name} must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z", field=name
-            ) from None
-        if value.tzinfo is not None:
-            value = (value - value.utcoffset()).replace(tzinfo=None)
-        return value
+        self._declared(name)
+        return query.parse_datetime(name, self.query.get(name))
 
     def page_args(self) -> tuple[int, int]:
-        page = self.query_int("page", 1, minimum=1)
-        per_page = self.query_int("per_page", DEFAULT_PER_PAGE, minimum=1, maximum=MAX_PER_PAGE)
-        return page, per_page
+        return self.query_int("page", 1), self.query_int("per_page", DEFAULT_PER_PAGE)
 
 
 def paginate(db: Session, stmt: Select, page: int, per_page: int) -> tuple[list, dict]:
@@ -282,6 +283,7 @@ class EndpointInfo:
     raw: bool
     summary: str
     name: str
+    query: tuple[query.QueryParam, ...] = ()
 
 
 ENDPOINTS: list[EndpointInfo] = []
@@ -289,9 +291,11 @@ ENDPOINTS: list[EndpointInfo] = []
 
 def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
              body: type[BaseModel] | None = None, status: int = 200,
-             raw: bool = False) -> Callable:
+             raw: bool = False, query: tuple = ()) -> Callable:
     """Register ``fn(call, **path_params)`` as a route. ``fn`` returns the ``data`` object
-    (or a chalice Response when ``raw`` is true, for the few routes outside the envelope)."""
+    (or a chalice Response when ``raw`` is true, for the few routes outside the envelope).
+    ``query``: the query parameters it reads (api/query.py)."""
+    query_params = tuple(query)
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -312,7 +316,7 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
                     payload = parse_body(request.raw_body, body) \
                         if method in ("POST", "PATCH", "PUT") else None
                     call = Call(request=request, db=db, params=params, body=payload,
-                                principal=principal)
+                                principal=principal, query_params=query_params)
                     result = fn(call, **params)
                 if raw:
                     return result
@@ -333,7 +337,7 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
         bp.route(path, methods=[method], content_types=["*/*"])(view)
         ENDPOINTS.append(EndpointInfo(bp, path, method, auth, body, status, raw,
                                       (fn.__doc__ or fn.__name__).strip().splitlines()[0],
-                                      fn.__name__))
+                                      fn.__name__, query_params))
         return fn
 
     return decorate

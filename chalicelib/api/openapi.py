@@ -207,7 +207,7 @@ def generate() -> dict:
             "security": _SECURITY[info.auth],
             "responses": _responses(path, info),
         }
-        params = _parameters(path)
+        params = _parameters(path) + [param.openapi() for param in info.query]
         if params:
             operation["parameters"] = params
         if info.body is not None:

@@ -15,6 +15,7 @@ from chalice import Blueprint, Response
 
 from chalicelib import errors
 from chalicelib.api.accounts.session import client, session_answer
+from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, Call, endpoint, success
 from chalicelib.config import get_settings
 from chalicelib.services import sso
@@ -40,7 +41,11 @@ def start(call: Call):
     return _redirect(url)
 
 
-@endpoint(bp, "/oidc/callback", "GET", auth=NONE, raw=True)
+@endpoint(bp, "/oidc/callback", "GET", auth=NONE, raw=True, query=(
+    q.string("code", "Authorization code from the provider."),
+    q.string("state", "The state this service sent with the authorization request."),
+    q.string("error", "Error code from the provider."),
+    q.string("error_description", "Error text from the provider.")))
 def callback(call: Call):
     frontend = get_settings().auth_frontend_url
     redirect = bool(frontend) and not wants_json(call)

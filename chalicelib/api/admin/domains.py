@@ -5,6 +5,7 @@ from chalice import Blueprint
 from sqlalchemy import select
 
 from chalicelib.api import records
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
 from chalicelib.db.models import Credential, Domain
@@ -14,7 +15,7 @@ bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
 
 
-@endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_domains(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
     stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id)
@@ -49,7 +50,7 @@ def verify_domain(call: Call, org: str, server: str, name: str):
     return {"domain": records.domain(domains.verify_domain(domains.find_domain(call.db, srv, name)))}
 
 
-@endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_credentials(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     stmt = select(Credential).where(Credential.server_id == srv.id).order_by(Credential.id)

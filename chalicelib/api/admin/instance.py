@@ -5,6 +5,7 @@ from chalice import Blueprint
 from sqlalchemy import select
 
 from chalicelib.api import records
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn
 from chalicelib.db.models import IPAddress, IPPool
@@ -14,7 +15,7 @@ from chalicelib.services.permissions import authorize
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/ip_pools", "GET", auth=ADMIN)
+@endpoint(bp, "/ip_pools", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_ip_pools(call: Call):
     authorize(call.principal, "ip_pools.read")
     rows, pagination = paginate(call.db, select(IPPool).order_by(IPPool.id), *call.page_args())
@@ -43,7 +44,7 @@ def delete_ip_pool(call: Call, id: int):
     return {"ip_pool": record, "deleted": True}
 
 
-@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "GET", auth=ADMIN)
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_ip_addresses(call: Call, pool_id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -77,7 +78,7 @@ def delete_ip_address(call: Call, pool_id: int, id: int):
     return {"ip_address": record, "deleted": True}
 
 
-@endpoint(bp, "/admin_api_keys", "GET", auth=ADMIN)
+@endpoint(bp, "/admin_api_keys", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_admin_keys(call: Call):
     authorize(call.principal, "admin_keys.manage")
     rows, pagination = paginate(call.db, admin_keys.active_keys_query(), *call.page_args())

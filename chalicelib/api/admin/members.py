@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, lookup, members
@@ -11,7 +12,7 @@ bp = Blueprint(__name__)
 ORG = "/organizations/{org}"
 
 
-@endpoint(bp, ORG + "/members", "GET", auth=ADMIN)
+@endpoint(bp, ORG + "/members", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_members(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "members.read")
     rows, pagination = paginate(call.db, members.members_query(found), *call.page_args())
@@ -51,7 +52,7 @@ def remove_member(call: Call, org: str, user_id: int):
     return {"member": record, "deleted": True}
 
 
-@endpoint(bp, ORG + "/invitations", "GET", auth=ADMIN)
+@endpoint(bp, ORG + "/invitations", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_invitations(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "invitations.read")
     rows, pagination = paginate(call.db, members.invitations_query(found), *call.page_args())

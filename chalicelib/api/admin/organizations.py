@@ -5,6 +5,7 @@ from chalice import Blueprint
 
 from chalicelib import errors
 from chalicelib.api import records
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, ServerIn, ServerUpdate, SuspendIn
 from chalicelib.config import get_settings
@@ -16,7 +17,7 @@ ORG = "/organizations/{org}"
 SERVER = ORG + "/servers/{server}"
 
 
-@endpoint(bp, "/organizations", "GET", auth=ADMIN)
+@endpoint(bp, "/organizations", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_organizations(call: Call):
     rows, pagination = paginate(call.db, organizations.organizations_query(call.principal),
                                 *call.page_args())
@@ -49,7 +50,7 @@ def delete_organization(call: Call, org: str):
     return {"organization": record, "deleted": True}
 
 
-@endpoint(bp, ORG + "/servers", "GET", auth=ADMIN)
+@endpoint(bp, ORG + "/servers", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_servers(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.read")
     from sqlalchemy import select

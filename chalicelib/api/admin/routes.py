@@ -7,6 +7,7 @@ from chalice import Blueprint
 from pydantic import Field
 from sqlalchemy import select
 
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import Schema
 from chalicelib.db.models import Route
@@ -37,7 +38,7 @@ def record(call: Call, route: Route) -> dict:
             "created_at": route.created_at, "updated_at": route.updated_at}
 
 
-@endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_routes(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     stmt = select(Route).where(Route.server_id == srv.id).order_by(Route.id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib.api import message_records as records
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.messages import SuppressionIn
 from chalicelib.services import lookup, suppressions
@@ -12,10 +13,11 @@ bp = Blueprint(__name__)
 BASE = "/organizations/{org}/servers/{server}/suppressions"
 
 
-@endpoint(bp, BASE, "GET", auth=ADMIN)
+@endpoint(bp, BASE, "GET", auth=ADMIN, query=(
+    *q.PAGINATION, q.string("query", "Text found in the address.")))
 def list_suppressions(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.read")
-    stmt = suppressions.list_stmt(srv.id, call.query.get("query"))
+    stmt = suppressions.list_stmt(srv.id, call.query_str("query"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"suppressions": [records.suppression(s) for s in rows], "pagination": pagination}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib.api.accounts.session import client
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, users
@@ -12,7 +13,7 @@ from chalicelib.services.permissions import authorize
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/users", "GET", auth=ADMIN)
+@endpoint(bp, "/users", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_users(call: Call):
     authorize(call.principal, "users.manage")
     rows, pagination = paginate(call.db, users.users_query(), *call.page_args())

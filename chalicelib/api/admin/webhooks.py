@@ -6,6 +6,7 @@ import json
 from chalice import Blueprint
 from sqlalchemy import select
 
+from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.webhooks import WebhookIn, WebhookTestIn
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
@@ -45,7 +46,7 @@ def _webhook(call: Call, org: str, server: str, id: int, action: str):
     return srv, service.find(call.db, srv, id)
 
 
-@endpoint(bp, BASE, "GET", auth=ADMIN)
+@endpoint(bp, BASE, "GET", auth=ADMIN, query=q.PAGINATION)
 def list_webhooks(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "webhooks.read")
     stmt = select(Webhook).where(Webhook.server_id == srv.id).order_by(Webhook.id)
@@ -93,7 +94,7 @@ def test_webhook(call: Call, org: str, server: str, id: int):
     return {"result": service.send_test(call.db, webhook, srv, call.body.event)}
 
 
-@endpoint(bp, BASE + "/{id}/requests", "GET", auth=ADMIN)
+@endpoint(bp, BASE + "/{id}/requests", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_requests(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.read")[1]
     stmt = (select(WebhookRequest).where(WebhookRequest.webhook_id == webhook.id)
@@ -102,7 +103,7 @@ def list_requests(call: Call, org: str, server: str, id: int):
     return {"requests": [request_record(r) for r in rows], "pagination": pagination}
 
 
-@endpoint(bp, BASE + "/{id}/logs", "GET", auth=ADMIN)
+@endpoint(bp, BASE + "/{id}/logs", "GET", auth=ADMIN, query=q.PAGINATION)
 def list_logs(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.read")[1]
     stmt = (select(WebhookRequestLog).where(WebhookRequestLog.webhook_id == webhook.id)

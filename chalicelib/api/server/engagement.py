@@ -5,6 +5,7 @@ from chalice import Blueprint
 from sqlalchemy import select
 
 from chalicelib import errors
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import ClickEvent, Message, OpenEvent
 
@@ -29,7 +30,7 @@ def click_record(event: ClickEvent) -> dict:
     return {**open_record(event), "url": event.url, "link_id": event.link_id}
 
 
-@endpoint(bp, "/messages/{id}/opens", "GET", auth=SERVER)
+@endpoint(bp, "/messages/{id}/opens", "GET", auth=SERVER, query=q.PAGINATION)
 def list_opens(call: Call, id: int):
     message = _message(call, id)
     stmt = (select(OpenEvent).where(OpenEvent.message_id == message.id)
@@ -39,7 +40,7 @@ def list_opens(call: Call, id: int):
             "opens": [open_record(e) for e in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/messages/{id}/clicks", "GET", auth=SERVER)
+@endpoint(bp, "/messages/{id}/clicks", "GET", auth=SERVER, query=q.PAGINATION)
 def list_clicks(call: Call, id: int):
     message = _message(call, id)
     stmt = (select(ClickEvent).where(ClickEvent.message_id == message.id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import errors
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import Delivery, Message, Route
 from chalicelib.services import inbound
@@ -36,17 +36,16 @@ def record(call: Call, message: Message, detail: bool = False) -> dict:
     return data
 
 
-@endpoint(bp, "/inbound", "GET", auth=SERVER)
+@endpoint(bp, "/inbound", "GET", auth=SERVER, query=(
+    *q.PAGINATION,
+    q.string("query", "Text found in the subject, recipient or sender."),
+    q.string("status", "Only messages with this status.", enum=STATUSES),
+    q.boolean("held", "Only held messages (true) or only messages not held (false)")))
 def search_inbound(call: Call):
-    status = call.query.get("status") or None
-    if status is not None and status not in STATUSES:
-        raise errors.ValidationError(f"status: must be one of {', '.join(STATUSES)}",
-                                     field="status")
-    held = call.query.get("held")
-    if held not in (None, "", "true", "false"):
-        raise errors.ValidationError("held: must be true or false", field="held")
-    stmt = inbound.search_stmt(call.server.id, query=call.query.get("query") or None,
-                               status=status, held=None if not held else held == "true")
+    status = call.query_str("status")
+    held = call.query_bool("held") if call.query_str("held") is not None else None
+    stmt = inbound.search_stmt(call.server.id, query=call.query_str("query"), status=status,
+                               held=held)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"messages": [record(call, m) for m in rows], "pagination": pagination}
 

@@ -9,6 +9,7 @@ from sqlalchemy import or_, select
 
 from chalicelib import errors
 from chalicelib.api import message_records as records
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
 from chalicelib.api.schemas.messages import BatchRequest, SendRequest
 from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
@@ -46,33 +47,29 @@ def _stream_permalinks(call: Call, stream_ids) -> dict:
     return dict(call.db.execute(select(Stream.id, Stream.permalink).where(Stream.id.in_(ids))).all())
 
 
-def _choice(call: Call, name: str, allowed) -> str | None:
-    value = call.query.get(name)
-    if value in (None, ""):
-        return None
-    if value not in allowed:
-        raise errors.ValidationError(f"{name} must be one of: {', '.join(allowed)}", field=name)
-    return value
-
-
-@endpoint(bp, "/messages", "GET", auth=SERVER)
+@endpoint(bp, "/messages", "GET", auth=SERVER, query=(
+    *q.PAGINATION,
+    q.string("scope", "outgoing or incoming.", enum=records.SCOPES),
+    q.string("status", "Only messages with this status.", enum=records.STATUSES),
+    q.string("tag", "Only messages with this tag."),
+    q.string("stream", "Only messages of the stream with this permalink."),
+    q.string("query", "Text found in the subject, recipient or sender.")))
 def list_messages(call: Call):
     page, per_page = call.page_args()
     stmt = select(Message).where(Message.server_id == call.server.id)
-    scope = _choice(call, "scope", records.SCOPES)
-    status = _choice(call, "status", records.STATUSES)
+    scope, status = call.query_str("scope"), call.query_str("status")
     if scope:
         stmt = stmt.where(Message.scope == scope)
     if status:
         stmt = stmt.where(Message.status == status)
-    if call.query.get("tag"):
-        stmt = stmt.where(Message.tag == call.query["tag"])
-    if call.query.get("stream"):
+    tag, stream, needle = call.query_str("tag"), call.query_str("stream"), call.query_str("query")
+    if tag:
+        stmt = stmt.where(Message.tag == tag)
+    if stream:
         stream_id = call.db.scalar(select(Stream.id).where(
-            Stream.server_id == call.server.id, Stream.permalink == call.query["stream"]))
+            Stream.server_id == call.server.id, Stream.permalink == stream))
         stmt = stmt.where(Message.stream_id == stream_id) if stream_id else stmt.where(False)
-    if call.query.get("query"):
-        needle = call.query["query"]
+    if needle:
         stmt = stmt.where(or_(*(column.icontains(needle, autoescape=True) for column in
                                 (Message.subject, Message.rcpt_to, Message.mail_from))))
     rows, pagination = paginate(call.db, stmt.order_by(Message.id.desc()), page, per_page)

@@ -3,20 +3,29 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.services import stats
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/stats", "GET", auth=SERVER)
+RANGE = (
+    q.date_time("from", "Start of the range"),
+    q.date_time("to", "End of the range"),
+)
+
+
+@endpoint(bp, "/stats", "GET", auth=SERVER, query=RANGE)
 def show_stats(call: Call):
     return {"stats": stats.summary(call.db, call.server.id, call.query_datetime("from"),
                                    call.query_datetime("to"))}
 
 
-@endpoint(bp, "/stats/deliveries", "GET", auth=SERVER)
+@endpoint(bp, "/stats/deliveries", "GET", auth=SERVER, query=(
+    *RANGE, q.string("interval", "Bucket size (default: hour up to two days, day beyond).",
+                     enum=stats.INTERVALS)))
 def delivery_stats(call: Call):
-    interval = call.query.get("interval") or None
+    interval = call.query_str("interval")
     return {"stats": stats.deliveries(call.db, call.server.id, call.query_datetime("from"),
                                       call.query_datetime("to"), interval)}

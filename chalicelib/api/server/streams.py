@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import errors
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.streams import StreamIn, StreamUpdate
 from chalicelib.services import streams
@@ -11,20 +11,16 @@ from chalicelib.services import streams
 bp = Blueprint(__name__)
 
 
-def query_bool(call: Call, name: str) -> bool:
-    raw = (call.query.get(name) or "").lower()
-    if raw in ("", "0", "false", "no"):
-        return False
-    if raw in ("1", "true", "yes"):
-        return True
-    raise errors.ValidationError(f"{name} must be true or false", field=name)
+INCLUDE_ARCHIVED = q.boolean("include_archived", "Include archived ones")
 
 
-@endpoint(bp, "/streams", "GET", auth=SERVER)
+@endpoint(bp, "/streams", "GET", auth=SERVER, query=(
+    *q.PAGINATION, INCLUDE_ARCHIVED,
+    q.string("stream_type", "Only streams of this type.", enum=streams.STREAM_TYPES)))
 def list_streams(call: Call):
     """List the server's streams (archived ones with include_archived=true; filter stream_type)."""
-    stmt = streams.list_query(call.server, include_archived=query_bool(call, "include_archived"),
-                              stream_type=call.query.get("stream_type") or None)
+    stmt = streams.list_query(call.server, include_archived=call.query_bool("include_archived"),
+                              stream_type=call.query_str("stream_type"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"streams": [streams.record(s) for s in rows], "pagination": pagination}
 

@@ -3,19 +3,20 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
-from chalicelib.api.server.streams import query_bool
+from chalicelib.api.server.streams import INCLUDE_ARCHIVED
 from chalicelib.services import templates
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/templates", "GET", auth=SERVER)
+@endpoint(bp, "/templates", "GET", auth=SERVER, query=(*q.PAGINATION, INCLUDE_ARCHIVED))
 def list_templates(call: Call):
     """List templates without their bodies (archived ones with include_archived=true)."""
     stmt = templates.list_query(call.server,
-                                include_archived=query_bool(call, "include_archived"))
+                                include_archived=call.query_bool("include_archived"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"templates": [templates.record(t, bodies=False) for t in rows],
             "pagination": pagination}
