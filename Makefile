@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-sqlite test-postgres migrate migration-regen bench clean
+.PHONY: install run test test-sqlite test-postgres migrate migration bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,11 +28,13 @@ test-sqlite: install
 migrate: install
 	$(PY) -m chalicelib.db.migrate
 
-## Rebuild the initial migration from the models (allowed until the first release).
-migration-regen: install
-	rm -f chalicelib/db/migrations/versions/0001_initial_schema.py /tmp/email-service-regen.db
-	$(PY) -c "from alembic import command; from chalicelib.db.migrate import alembic_config; \
-	command.revision(alembic_config('sqlite:////tmp/email-service-regen.db'), message='initial schema', autogenerate=True, rev_id='0001')"
+## A new migration from the models' changes: make migration m="what changed"
+migration: install
+	rm -f /tmp/email-service-migration.db
+	$(PY) -c "import sys; from alembic import command, script; from chalicelib.db.migrate import alembic_config; \
+	cfg = alembic_config('sqlite:////tmp/email-service-migration.db'); command.upgrade(cfg, 'head'); \
+	head = script.ScriptDirectory.from_config(cfg).get_current_head(); \
+	command.revision(cfg, message=sys.argv[1], autogenerate=True, rev_id='%04d' % (int(head) + 1))" "$(m)"
 
 bench: install
 	$(PY) bench/run_all.py

@@ -83,6 +83,19 @@ def tenant(api):
 
 
 @pytest.fixture
+def clear_smtp_auth_failures(database):
+    """SMTP AUTH failures are counted per client address in the database, shared by every
+    gateway; all test clients are 127.0.0.1, so each SMTP test starts from none."""
+    from sqlalchemy import delete
+
+    from chalicelib.db import session_scope
+    from chalicelib.db.models import SmtpAuthFailure
+
+    with session_scope() as session:
+        session.execute(delete(SmtpAuthFailure))
+
+
+@pytest.fixture
 def mx(monkeypatch, stack):
     """A scripted MX on loopback that the running stack delivers to, with fast retries."""
     from tests.mx import ScriptedMX

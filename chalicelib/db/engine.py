@@ -241,6 +241,16 @@ def dialect_name(session: Session) -> str:
     return session.get_bind().dialect.name
 
 
+def upsert(session: Session, model):
+    """``INSERT INTO model`` of the session's dialect, which has ``on_conflict_do_update``
+    (PostgreSQL and SQLite). Only that dialect's module is imported, and not at cold start."""
+    if dialect_name(session) == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(model)
+
+
 def after_commit(session: Session, callback: Callable[[], None]) -> None:
     """Run ``callback`` once the session's transaction has committed (queue wake-ups: a worker
     must never wake before the row it is told about is visible)."""

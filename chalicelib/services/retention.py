@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock
 from chalicelib.config import get_settings
-from chalicelib.db.models import (Message, OidcLogin, PasswordResetToken, Server, Submission,
-                                  Suppression, UserSession, WebhookRequestLog)
+from chalicelib.db.models import (Message, OidcLogin, PasswordResetToken, Server,
+                                  SmtpAuthFailure, Submission, Suppression, UserSession,
+                                  WebhookRequestLog)
 
 # Statuses with work still due (outgoing, then inbound).
 PENDING_STATUSES = ("Pending", "SoftFail", "Queued", "Retrying")
@@ -66,4 +67,10 @@ def prune(db: Session) -> dict[str, int]:
     ):
         ids = list(db.scalars(select(model.id).where(condition).limit(BATCH)))
         counts[name] = _delete_ids(db, model, ids)
+    window = timedelta(seconds=get_settings().smtp_auth_failure_window_seconds)
+    spent = select(SmtpAuthFailure.address).where(
+        SmtpAuthFailure.last_failure_at < grace - window).limit(BATCH)
+    counts["smtp_auth_failures"] = db.execute(
+        delete(SmtpAuthFailure).where(SmtpAuthFailure.address.in_(spent))
+        .execution_options(synchronize_session=False)).rowcount
     return counts

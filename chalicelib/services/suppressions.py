@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db.engine import upsert
 from chalicelib.db.models import Suppression
 from chalicelib.services import mime
 
@@ -61,12 +62,7 @@ def suppress(db: Session, server_id: int, address: str, reason: str | None, sour
     # both record their outcome, not have one abort on the unique (server_id, address) key.
     values = {"reason": reason, "source": source, "created_at": clock.now(),
               "expires_at": expires_at}
-    # Only the configured database's dialect module is imported, and not at cold start.
-    if db.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    db.execute(dialect_insert(Suppression)
+    db.execute(upsert(db, Suppression)
                .values(server_id=server_id, address=address, **values)
                .on_conflict_do_update(index_elements=["server_id", "address"], set_=values))
     row = db.scalar(select(Suppression).where(Suppression.server_id == server_id,

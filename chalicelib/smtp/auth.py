@@ -18,6 +18,7 @@ INVALID = "535 5.7.8 Authentication credentials invalid"
 HELD = "535 5.7.8 Authentication refused: this credential is on hold"
 SUSPENDED = "554 5.7.1 Server suspended: sending is disabled for this server"
 TOO_MANY = "454 4.7.0 Too many failed authentication attempts; try again later"
+TEMPORARY_FAILURE = "454 4.7.0 Temporary authentication failure"
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,19 @@ class GatewayHandler:
         blob = await server.challenge_auth(challenge)
         return None if blob is MISSING else blob
 
+    async def _refused(self, server) -> AuthResult | None:
+        """The answer to AUTH from an address that failed too often (None: go ahead)."""
+        try:
+            blocked = await self._run(self.limiter.blocked, server.session.peer[0])
+        except Exception:  # noqa: BLE001
+            log.exception("AUTH failure count lookup failed")
+            return AuthResult(success=False, handled=False, message=auth.TEMPORARY_FAILURE)
+        return AuthResult(success=False, handled=False, message=auth.TOO_MANY) if blocked else None
+
     async def auth_PLAIN(self, server, args: list[str]) -> AuthResult:
-        if self.limiter.blocked(server.session.peer[0]):
-            return AuthResult(success=False, handled=False, message=auth.TOO_MANY)
+        refused = await self._refused(server)
+        if refused is not None:
+            return refused
         blob = await self._read_blob(server, args, 1, "")
         if blob is None:
             return AuthResult(success=False, handled=True)
@@ -80,8 +90,9 @@ class GatewayHandler:
         return await self._check(server, parts[2])
 
     async def auth_LOGIN(self, server, args: list[str]) -> AuthResult:
-        if self.limiter.blocked(server.session.peer[0]):
-            return AuthResult(success=False, handled=False, message=auth.TOO_MANY)
+        refused = await self._refused(server)
+        if refused is not None:
+            return refused
         if await self._read_blob(server, args, 1, "User Name") is None:
             return AuthResult(success=False, handled=True)
         password = await self._read_blob(server, [], 1, "Password")
@@ -97,15 +108,15 @@ class GatewayHandler:
             key = ""
         try:
             outcome = await self._run(auth.check_key, key)
+            if outcome.identity is not None:
+                await self._run(self.limiter.record_success, client)
+            elif outcome.counts_as_failure:
+                await asyncio.sleep(await self._run(self.limiter.record_failure, client))
         except Exception:  # noqa: BLE001
             log.exception("AUTH lookup failed")
-            return AuthResult(success=False, handled=False, message="454 4.7.0 " +
-                              "Temporary authentication failure")
+            return AuthResult(success=False, handled=False, message=auth.TEMPORARY_FAILURE)
         if outcome.identity is not None:
-            self.limiter.record_success(client)
             return AuthResult(success=True, auth_data=outcome.identity)
-        if outcome.counts_as_failure:
-            await asyncio.sleep(self.limiter.record_failure(client))
         return AuthResult(success=False, handled=False, message=outcome.reply)
 
     # --- envelope ------------------------------------------------------------------------

@@ -1,50 +1,57 @@
 """Failed SMTP AUTH attempts per client address: each failure slows the next answer, and
 after SMTP_AUTH_MAX_FAILURES in the window AUTH from that address is refused outright.
 
-Kept in the gateway process's memory: the gateway is a long-lived service (one container per
-instance), and a restart forgetting counts only grants a guesser another few attempts."""
+Counted in the database (``smtp_auth_failures``), not in a process: the network load balancer
+spreads one guesser's connections over every gateway task, and a restart must not hand out a
+fresh allowance. The window starts at an address's first failure; a failure after it has
+passed starts a new one. These are blocking calls: the gateway runs them in its thread pool.
+"""
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
+from datetime import datetime, timedelta
+
+from sqlalchemy import case, delete, select
+
+from chalicelib import clock
+from chalicelib.db import session_scope
+from chalicelib.db.engine import upsert
+from chalicelib.db.models import SmtpAuthFailure
+
+MAX_DELAY_SECONDS = 10.0
 
 
 class AuthFailureLimiter:
-    def __init__(self, max_failures: int, window_seconds: float, delay_seconds: float,
-                 clock=time.monotonic):
+    def __init__(self, max_failures: int, window_seconds: float, delay_seconds: float):
         self.max_failures = max_failures
-        self.window = window_seconds
+        self.window = timedelta(seconds=window_seconds)
         self.delay = delay_seconds
-        self._clock = clock
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
 
-    def _recent(self, address: str) -> deque[float]:
-        stamps = self._failures.get(address)
-        if stamps is None:
-            return deque()
-        cutoff = self._clock() - self.window
-        while stamps and stamps[0] < cutoff:
-            stamps.popleft()
-        if not stamps:
-            self._failures.pop(address, None)
-        return stamps
+    def _window_start(self) -> datetime:
+        return clock.now() - self.window
 
     def blocked(self, address: str) -> bool:
-        with self._lock:
-            return len(self._recent(address)) >= self.max_failures
+        with session_scope() as db:
+            failures = db.scalar(select(SmtpAuthFailure.failures).where(
+                SmtpAuthFailure.address == address,
+                SmtpAuthFailure.window_started_at >= self._window_start()))
+        return (failures or 0) >= self.max_failures
 
     def record_failure(self, address: str) -> float:
-        """Count a failure; returns how long to wait before answering it."""
-        with self._lock:
-            stamps = self._recent(address)
-            stamps.append(self._clock())
-            self._failures[address] = stamps
-            if len(self._failures) > 100_000:  # bound memory under a spray of addresses
-                self._failures.pop(next(iter(self._failures)))
-            return min(self.delay * len(stamps), 10.0)
+        """Count a failure (one atomic upsert: concurrent failures from several tasks all
+        count); returns how long to wait before answering it."""
+        now, table = clock.now(), SmtpAuthFailure.__table__
+        expired = table.c.window_started_at < self._window_start()
+        with session_scope() as db:
+            failures = db.scalar(
+                upsert(db, SmtpAuthFailure)
+                .values(address=address, failures=1, window_started_at=now, last_failure_at=now)
+                .on_conflict_do_update(index_elements=["address"], set_={
+                    "failures": case((expired, 1), else_=table.c.failures + 1),
+                    "window_started_at": case((expired, now), else_=table.c.window_started_at),
+                    "last_failure_at": now})
+                .returning(table.c.failures))
+        return min(self.delay * failures, MAX_DELAY_SECONDS)
 
     def record_success(self, address: str) -> None:
-        with self._lock:
-            self._failures.pop(address, None)
+        with session_scope() as db:
+            db.execute(delete(SmtpAuthFailure).where(SmtpAuthFailure.address == address))

@@ -12,6 +12,8 @@ from tests.e2e.smtp_support import (RawSession, b64, client_context, make_route,
                                     simple_mail, starttls_client, tls_client)
 from tests.support import Api, free_port, wait_for
 
+pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
+
 
 @pytest.fixture(scope="module")
 def gateway(stack):

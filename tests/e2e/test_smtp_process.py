@@ -7,8 +7,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.e2e.smtp_support import make_route, plain_client, simple_mail, tls_client
 from tests.support import Api, free_port, wait_for
+
+pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER_PY = os.path.join(ROOT, "smtp-gateway", "server.py")

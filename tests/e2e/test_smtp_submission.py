@@ -12,6 +12,8 @@ from tests.e2e.test_sending import dns_txt, verify_dkim
 from tests.e2e.tracking_helpers import html_and_text, tracking_urls
 from tests.support import Api, unique, wait_for
 
+pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
+
 SERVER = "/api/v2/server"
 
 

@@ -17,7 +17,7 @@ def test_migrated_schema_matches_the_models(database):
         diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),
                                  Base.metadata)
     engine.dispose()
-    assert diffs == [], "models changed without a migration: run `make migration-regen`"
+    assert diffs == [], "models changed without a migration: run `make migration m='what changed'`"
 
 
 def test_downgrade_to_empty_and_upgrade_again(tmp_path):

@@ -1,6 +1,7 @@
 """All models, imported together so SQLAlchemy and Alembic see the whole schema."""
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
-                                           PasswordResetToken, User, UserSession)
+                                           PasswordResetToken, SmtpAuthFailure, User,
+                                           UserSession)
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
 from chalicelib.db.models.organizations import (AdminApiKey, Credential, Domain, IPAddress, IPPool,
@@ -12,7 +13,8 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 __all__ = [
     "AdminApiKey", "AuthEvent", "ClickEvent", "Credential", "Delivery", "Domain", "IPAddress",
     "IPPool", "Invitation", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin",
-    "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "StatCounter", "Stream",
+    "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
+    "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",
     "WebhookRequest", "WebhookRequestLog",
 ]

@@ -133,3 +133,15 @@ class OidcLogin(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     used_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+
+class SmtpAuthFailure(Base):
+    """Failed SMTP AUTH attempts of one client address in the current window, shared by every
+    gateway task (smtp/ratelimit.py): a guesser spread over tasks is counted once."""
+
+    __tablename__ = "smtp_auth_failures"
+
+    address: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, nullable=False)
+    window_started_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    last_failure_at: Mapped[datetime] = mapped_column(DateTime(), index=True, nullable=False)
