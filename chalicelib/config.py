@@ -141,6 +141,10 @@ KEYS: tuple[Key, ...] = (
     _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
+    _env("DOMAIN_VERIFY_DNS", False, _parse_bool,
+         "POST .../domains/{name}/verify first looks the verification TXT record up in DNS "
+         "(422 naming the record when it is not there). Off: verify only marks the domain "
+         "verified, as the spec reads; the deployed stages turn it on."),
     _env("PUBLIC_URL", "", str, "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT."),
     _env("TRACKING_MACHINE_SECONDS", 5.0, float,
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
@@ -211,6 +215,7 @@ class Settings(BaseModel):
     return_path_domain: str
     spf_include: str
     dkim_selector: str
+    domain_verify_dns: bool
     public_url: str
     tracking_machine_seconds: float
     queue_backend: str

@@ -30,10 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import dns.exception
-import dns.resolver
-
 from chalicelib.config import get_settings
+from chalicelib.services import dns_lookup
 
 SENT, SOFT, HARD = "Sent", "SoftFail", "HardFail"
 MAX_OUTPUT = 1000
@@ -74,16 +72,6 @@ def parse_relay(value: str) -> tuple[str, int]:
     return value, 25
 
 
-# The resolver used for MX lookups; None means the system's (tests point one at a loopback
-# DNS server).
-resolver: dns.resolver.Resolver | None = None
-
-
-def _resolve(name: str, rdtype: str, lifetime: float):
-    return (resolver or dns.resolver.get_default_resolver()).resolve(name, rdtype,
-                                                                     lifetime=lifetime)
-
-
 def targets(domain: str) -> list[tuple[str, int]]:
     """(host, port) pairs to try for ``domain``; raises TargetError when there are none."""
     settings = get_settings()
@@ -91,12 +79,12 @@ def targets(domain: str) -> list[tuple[str, int]]:
         return [parse_relay(settings.delivery_relay)]
     lifetime = min(30.0, settings.delivery_timeout_seconds)
     try:
-        answer = _resolve(domain, "MX", lifetime)
-    except dns.resolver.NXDOMAIN:
+        answer = dns_lookup.resolve(domain, "MX", lifetime)
+    except dns_lookup.NXDOMAIN:
         raise TargetError(HARD, f"the domain {domain} does not exist (NXDOMAIN)", True) from None
-    except dns.resolver.NoAnswer:
+    except dns_lookup.NoAnswer:
         return [(_implicit_mx(domain, lifetime), 25)]
-    except (dns.exception.Timeout, dns.resolver.NoNameservers, dns.resolver.LifetimeTimeout) as exc:
+    except dns_lookup.UNAVAILABLE as exc:
         raise TargetError(SOFT, f"DNS lookup of MX {domain} failed: {exc}") from None
     records = sorted(answer, key=lambda r: (r.preference, random.random()))
     hosts = [r.exchange.to_text(omit_final_dot=True) for r in records]
@@ -109,11 +97,11 @@ def targets(domain: str) -> list[tuple[str, int]]:
 def _implicit_mx(domain: str, lifetime: float) -> str:
     for rdtype in ("A", "AAAA"):
         try:
-            _resolve(domain, rdtype, lifetime)
+            dns_lookup.resolve(domain, rdtype, lifetime)
             return domain
-        except (dns.resolver.NoAnswer, dns.resolver.NXDOMAIN):
+        except (dns_lookup.NoAnswer, dns_lookup.NXDOMAIN):
             continue
-        except (dns.exception.Timeout, dns.resolver.NoNameservers) as exc:
+        except dns_lookup.UNAVAILABLE as exc:
             raise TargetError(SOFT, f"DNS lookup of {domain} failed: {exc}") from None
     raise TargetError(HARD, f"{domain} has no MX, A or AAAA record", True)
 

@@ -81,8 +81,28 @@ def find_domain(db: Session, server: Server, name: str) -> Domain:
 
 
 def verify_domain(domain: Domain) -> Domain:
+    """Mark the domain verified; with DOMAIN_VERIFY_DNS, only once its verification TXT
+    record is published (proof that the tenant controls the domain's DNS)."""
+    if get_settings().domain_verify_dns:
+        check_verification_record(domain)
     domain.verified_at = domain.verified_at or clock.now()
     return domain
+
+
+def check_verification_record(domain: Domain) -> None:
+    from chalicelib.services import dns_lookup  # dnspython: not at cold start
+
+    expected = dns_records(domain)["verification"]["value"]
+    try:
+        found = dns_lookup.txt_strings(domain.name)
+    except dns_lookup.UNAVAILABLE as exc:
+        raise errors.ValidationError(
+            f"name: the DNS lookup of {domain.name} TXT failed ({exc.__class__.__name__}); "
+            "try again in a moment", field="name") from None
+    if expected not in found:
+        raise errors.ValidationError(
+            f"name: publish the TXT record {expected!r} at {domain.name}, then verify again "
+            f"(the domain has {len(found)} TXT record(s), none of them this one)", field="name")
 
 
 def verified_domain_for(db: Session, server: Server, address_domain: str) -> Domain | None:

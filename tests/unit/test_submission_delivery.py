@@ -2,15 +2,11 @@
 from __future__ import annotations
 
 import socket
-import threading
 
-import dns.message
-import dns.rcode
-import dns.resolver
-import dns.rrset
 import pytest
 
-from chalicelib.services import delivery, retry
+from chalicelib.services import delivery, dns_lookup, retry
+from tests.dns_server import LoopbackDNS
 
 
 def test_default_schedule_spans_about_two_days_and_grows(monkeypatch):
@@ -51,52 +47,12 @@ ZONE = {
 }
 
 
-class LoopbackDNS:
-    """A tiny authoritative DNS server over UDP answering from ZONE (NXDOMAIN otherwise)."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while True:
-            try:
-                data, peer = self.sock.recvfrom(4096)
-            except OSError:
-                return
-            query = dns.message.from_wire(data)
-            response = dns.message.make_response(query)
-            question = query.question[0]
-            name, rdtype = question.name.to_text(), dns.rdatatype.to_text(question.rdtype)
-            known = {n for n, _ in ZONE}
-            if name not in known:
-                response.set_rcode(dns.rcode.NXDOMAIN)
-            elif (name, rdtype) in ZONE:
-                values = [" ".join(map(str, v)) if isinstance(v, tuple) else v
-                          for v in ZONE[(name, rdtype)]]
-                response.answer.append(dns.rrset.from_text(name, 60, "IN", rdtype, *values))
-            try:
-                self.sock.sendto(response.to_wire(), peer)
-            except OSError:  # closed at teardown while answering a resolver's retry
-                return
-
-    def close(self):
-        self.sock.close()
-
-
 @pytest.fixture
 def dns_server(monkeypatch):
     monkeypatch.delenv("DELIVERY_RELAY", raising=False)
-    server = LoopbackDNS()
-    resolver = dns.resolver.Resolver(configure=False)
-    resolver.nameservers = ["127.0.0.1"]
-    resolver.port = server.port
-    monkeypatch.setattr(delivery, "resolver", resolver)
-    yield server
-    server.close()
+    with LoopbackDNS(ZONE) as server:
+        monkeypatch.setattr(dns_lookup, "resolver", server.resolver())
+        yield server
 
 
 def test_mx_hosts_in_preference_order(dns_server):
