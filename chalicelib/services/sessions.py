@@ -54,6 +54,41 @@ def revoke_all(db: Session, user_id: int) -> int:
     return result.rowcount or 0
 
 
+def live_sessions_query(user_id: int):
+    """The user's sessions that still work, most recently used first."""
+    return (select(UserSession)
+            .where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None),
+                   UserSession.expires_at > clock.now())
+            .order_by(UserSession.last_used_at.desc().nulls_last(), UserSession.id.desc()))
+
+
+def find_live_session(db: Session, user_id: int, session_id: int) -> UserSession:
+    """One of the user's working sessions (NotFound for another user's, or a dead one: the
+    answer does not tell which)."""
+    session = db.scalar(live_sessions_query(user_id).where(UserSession.id == session_id))
+    if session is None:
+        raise errors.NotFound(f"no active session {session_id}")
+    return session
+
+
+def revoke_others(db: Session, user_id: int, keep_id: int) -> int:
+    """Revoke every live session of the user but ``keep_id``; returns how many."""
+    result = db.execute(update(UserSession)
+                        .where(UserSession.user_id == user_id, UserSession.id != keep_id,
+                               UserSession.revoked_at.is_(None))
+                        .values(revoked_at=clock.now())
+                        .execution_options(synchronize_session="fetch"))
+    return result.rowcount or 0
+
+
+def session_record(session: UserSession, current_id: int) -> dict:
+    """What a user sees of a session (never its token): where and when it was used."""
+    return {"id": session.id, "current": session.id == current_id,
+            "ip_address": session.ip_address, "user_agent": session.user_agent,
+            "created_at": session.created_at, "last_used_at": session.last_used_at,
+            "expires_at": session.expires_at}
+
+
 def session_result(user_record: dict, session: UserSession, token: str) -> dict:
     """The spec's session result: ``{session_token, expires_at, user}``."""
     return {"session_token": token, "expires_at": session.expires_at, "user": user_record}

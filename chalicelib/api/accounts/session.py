@@ -1,9 +1,10 @@
-"""/api/v2/auth: register, login, logout, me, password change and reset, TOTP."""
+"""/api/v2/auth: register, login, logout, sessions, me, password change and reset, TOTP."""
 from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib.api.framework import NONE, SESSION, Call, endpoint
+from chalicelib.api import query as q
+from chalicelib.api.framework import NONE, SESSION, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, admin_keys, audit, sessions, totp
 
@@ -37,6 +38,37 @@ def login(call: Call):
 def logout(call: Call):
     accounts.logout(call.db, call.principal.session, client(call))
     return {"logged_out": True}
+
+
+@endpoint(bp, "/sessions", "GET", auth=SESSION, query=q.PAGINATION)
+def list_sessions(call: Call):
+    """The caller's active sessions (where and when each was used; current marks this one)."""
+    current = call.principal.session
+    rows, pagination = paginate(call.db, sessions.live_sessions_query(current.user_id),
+                                *call.page_args())
+    return {"sessions": [sessions.session_record(s, current.id) for s in rows],
+            "pagination": pagination}
+
+
+@endpoint(bp, "/sessions/{id}", "DELETE", auth=SESSION)
+def revoke_session(call: Call, id: int):  # noqa: A002  (the path parameter's name)
+    """Sign one of the caller's sessions out (this one too: then it is a logout)."""
+    current = call.principal.session
+    target = sessions.find_live_session(call.db, current.user_id, id)
+    sessions.revoke(target)
+    audit.record(call.db, "session_revoked", client(call), user=call.principal.user,
+                 details=f"session {target.id}")
+    return {"session": sessions.session_record(target, current.id), "revoked": True}
+
+
+@endpoint(bp, "/sessions/revoke_others", "POST", auth=SESSION)
+def revoke_other_sessions(call: Call):
+    """Sign out everywhere but here."""
+    current = call.principal.session
+    count = sessions.revoke_others(call.db, current.user_id, current.id)
+    audit.record(call.db, "sessions_revoked", client(call), user=call.principal.user,
+                 details=f"{count} other session(s)")
+    return {"revoked": count}
 
 
 def _me(call: Call) -> dict:
