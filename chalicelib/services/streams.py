@@ -96,6 +96,12 @@ def archive(stream: Stream) -> Stream:
     return stream
 
 
+def unarchive(stream: Stream) -> Stream:
+    """Bring an archived stream back: sends may name it again. Idempotent."""
+    stream.archived_at = None
+    return stream
+
+
 def record(stream: Stream) -> dict:
     return {"id": stream.id, "name": stream.name, "permalink": stream.permalink,
             "stream_type": stream.stream_type, "description": stream.description,

@@ -118,6 +118,12 @@ def archive(template: Template) -> Template:
     return template
 
 
+def unarchive(template: Template) -> Template:
+    """Bring an archived template back: renders and sends find it again. Idempotent."""
+    template.archived_at = None
+    return template
+
+
 def render(template: Template, model) -> dict:
     """Render the three parts with ``model``: ``{subject, html_body, text_body}`` (a part the
     template lacks is None). Bounds exceeded or a refused template: ValidationError."""

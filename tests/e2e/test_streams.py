@@ -93,3 +93,17 @@ def test_streams_are_per_server(api, tenant):
     # The same permalink is free on another server.
     Api.data(api.post(S + "/streams", {"name": "Private", "permalink": "private"},
                       server_key=other.api_key), 201)
+
+
+def test_unarchive_lets_sends_name_the_stream_again(api, tenant):
+    key = tenant.api_key
+    Api.data(api.post(S + "/streams", {"name": "Digest"}, server_key=key), 201)
+    Api.data(api.post(S + "/streams/digest/archive", server_key=key))
+    send = {"from": f"app@{tenant.domain}", "to": ["ann@example.net"], "subject": "s",
+            "text_body": "t", "stream": "digest"}
+    Api.error(api.post(S + "/messages", send, server_key=key), 422, "ValidationError")
+    back = Api.data(api.post(S + "/streams/digest/unarchive", server_key=key))["stream"]
+    assert back["archived"] is False and back["archived_at"] is None
+    assert Api.data(api.post(S + "/streams/digest/unarchive", server_key=key))["stream"] == back
+    Api.data(api.post(S + "/messages", send, server_key=key), 201)
+    Api.error(api.post(S + "/streams/nope/unarchive", server_key=key), 404, "NotFound")

@@ -154,3 +154,18 @@ def test_templates_are_per_server(api, tenant):
               "NotFound")
     assert create(api, other.api_key, {"name": "Mine", "text_body": "y"})["permalink"] == "mine"
     Api.error(api.get(S + "/templates"), 401, "Unauthorized")
+
+
+def test_unarchive_brings_the_template_back_for_renders(api, tenant):
+    key = tenant.api_key
+    create(api, key)
+    Api.data(api.post(S + "/templates/welcome-mail/archive", server_key=key))
+    Api.error(api.post(S + "/templates/welcome-mail/render", {}, server_key=key), 404,
+              "NotFound")
+    back = Api.data(api.post(S + "/templates/welcome-mail/unarchive",
+                             server_key=key))["template"]
+    assert back["archived"] is False and back["archived_at"] is None
+    assert Api.data(api.post(S + "/templates/welcome-mail/render", {}, server_key=key))
+    names = [t["permalink"] for t in Api.data(api.get(S + "/templates",
+                                                      server_key=key))["templates"]]
+    assert names == ["welcome-mail"]

@@ -55,3 +55,11 @@ def archive_stream(call: Call, permalink: str):
     stream = streams.archive(streams.find(call.db, call.server, permalink))
     call.db.flush()
     return {"stream": streams.record(stream)}
+
+
+@endpoint(bp, "/streams/{permalink}/unarchive", "POST", auth=SERVER)
+def unarchive_stream(call: Call, permalink: str):
+    """Bring an archived stream back (ours, as Postmark has it): sends may name it again."""
+    stream = streams.unarchive(streams.find(call.db, call.server, permalink))
+    call.db.flush()
+    return {"stream": streams.record(stream)}

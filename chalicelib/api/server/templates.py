@@ -51,6 +51,14 @@ def archive_template(call: Call, permalink: str):
     return {"template": templates.record(template)}
 
 
+@endpoint(bp, "/templates/{permalink}/unarchive", "POST", auth=SERVER)
+def unarchive_template(call: Call, permalink: str):
+    """Bring an archived template back: renders and template sends find it again."""
+    template = templates.unarchive(templates.find(call.db, call.server, permalink))
+    call.db.flush()
+    return {"template": templates.record(template)}
+
+
 @endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn)
 def render_template(call: Call, permalink: str):
     """Render subject, html_body and text_body with template_model; sends nothing."""
