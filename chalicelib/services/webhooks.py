@@ -88,6 +88,26 @@ def create(db: Session, server: Server, *, name: str | None, url: str, events_: 
     return webhook
 
 
+def update(db: Session, webhook: Webhook, changes: dict) -> Webhook:
+    """Change the given fields (validated as at creation). Requests already queued keep the
+    body they were built with; they go to the new URL with the new headers and signing."""
+    if changes.get("url") is not None:
+        webhook.url = validate_url(changes["url"])
+    if changes.get("name") is not None:
+        webhook.name = changes["name"][:255]
+    if changes.get("events") is not None:
+        webhook.events = validate_events(changes["events"])
+    if changes.get("sign") is not None:
+        webhook.sign = changes["sign"]
+    if changes.get("headers") is not None:
+        current = custom_headers(webhook)
+        headers = {name: current[name] if value == MASK and name in current else value
+                   for name, value in changes["headers"].items()}
+        webhook.headers_encrypted = _encrypt_headers(validate_headers(headers))
+    db.flush()
+    return webhook
+
+
 def find(db: Session, server: Server, webhook_id: int) -> Webhook:
     webhook = db.scalar(select(Webhook).where(Webhook.server_id == server.id,
                                               Webhook.id == webhook_id))

@@ -309,3 +309,37 @@ def test_huge_response_body_is_cut_to_2kb(api, tenant):
         wait_for(lambda: log_rows(hook["id"]), message="the attempt logged")
     [entry] = log_rows(hook["id"])
     assert entry.success and entry.response_body == "y" * 2048 and len(rx.requests) == 1
+
+
+def test_patch_changes_a_webhook_in_place_and_keeps_masked_secrets(api, tenant):
+    base = tenant.server_path + "/webhooks"
+    with Receiver([200]) as old_rx, Receiver([200]) as new_rx:
+        hook = create_webhook(api, tenant, old_rx.url, events=["MessageSent"],
+                              headers={"X-Secret": "keep-me", "X-Old": "drop-me"})
+        shown = Api.data(api.get(base + f"/{hook['id']}"))["webhook"]
+        # Send the GET's masked headers back with one added and one left out.
+        patched = Api.data(api.patch(base + f"/{hook['id']}", {
+            "url": new_rx.url, "events": ["MessageHeld"], "sign": False, "name": "Renamed",
+            "headers": {"X-Secret": shown["headers"]["X-Secret"], "X-New": "fresh"}}))["webhook"]
+        assert patched["id"] == hook["id"] and patched["url"] == new_rx.url
+        assert patched["events"] == ["MessageHeld"] and patched["sign"] is False
+        assert patched["name"] == "Renamed" and patched["enabled"] is True
+        assert patched["headers"] == {"X-Secret": "••••••", "X-New": "••••••"}
+        only_name = Api.data(api.patch(base + f"/{hook['id']}", {"name": "Again"}))["webhook"]
+        assert {k: v for k, v in only_name.items() if k not in ("name", "updated_at")} == \
+            {k: v for k, v in patched.items() if k not in ("name", "updated_at")}
+
+        emit(make_message(tenant), "MessageHeld")
+        [request] = new_rx.wait_for(1)
+        assert old_rx.requests == []
+        assert request.headers["x-secret"] == "keep-me" and request.headers["x-new"] == "fresh"
+        assert "x-old" not in request.headers and "x-service-signature" not in request.headers
+
+    Api.error(api.patch(base + f"/{hook['id']}", {"events": ["MessageBounced"]}), 422,
+              "ValidationError")
+    Api.error(api.patch(base + f"/{hook['id']}", {"url": "ftp://example.com/"}), 422,
+              "ValidationError")
+    Api.error(api.patch(base + f"/{hook['id']}", {"headers": {"X-Service-UUID": "x"}}), 422,
+              "ValidationError")
+    Api.error(api.patch(base + "/999999", {"name": "x"}), 404, "NotFound")
+    assert Api.data(api.get(base + f"/{hook['id']}"))["webhook"]["events"] == ["MessageHeld"]

@@ -16,5 +16,15 @@ class WebhookIn(Schema):
     enabled: StrictBool = True
 
 
+class WebhookUpdate(Schema):
+    """Only the fields given change. ``headers`` replaces the whole set; a value equal to the
+    mask the API shows keeps that header's stored value (a GET's answer can be sent back)."""
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+    events: list[str] | None = None
+    sign: StrictBool | None = None
+    headers: dict[str, str] | None = None
+
+
 class WebhookTestIn(Schema):
     event: str
