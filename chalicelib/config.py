@@ -141,6 +141,11 @@ KEYS: tuple[Key, ...] = (
     _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
+    _env("API_RATE_LIMIT_PER_SECOND", 0.0, float,
+         "Requests a second each server API key may make on average (a token bucket in the "
+         "database); 0 turns throttling off. The deployed stages set 50."),
+    _env("API_RATE_LIMIT_BURST", 100, int,
+         "Requests a server API key may make at once before API_RATE_LIMIT_PER_SECOND applies."),
     _env("DOMAIN_VERIFY_DNS", False, _parse_bool,
          "POST .../domains/{name}/verify first looks the verification TXT record up in DNS "
          "(422 naming the record when it is not there). Off: verify only marks the domain "
@@ -215,6 +220,8 @@ class Settings(BaseModel):
     return_path_domain: str
     spf_include: str
     dkim_selector: str
+    api_rate_limit_per_second: float
+    api_rate_limit_burst: int
     domain_verify_dns: bool
     public_url: str
     tracking_machine_seconds: float

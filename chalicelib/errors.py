@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class ServiceError(Exception):
     code = "InternalError"
+    headers: dict[str, str] | None = None  # extra HTTP response headers
 
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(message)
@@ -74,3 +75,7 @@ class PayloadTooLarge(ServiceError):
 
 class RateLimited(ServiceError):
     code = "RateLimited"
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}

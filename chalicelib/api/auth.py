@@ -5,7 +5,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Principal
-from chalicelib.services import admin_keys, credentials, sessions
+from chalicelib.services import admin_keys, credentials, sessions, throttle
 
 
 def bearer_token(request) -> str | None:
@@ -27,6 +27,7 @@ def authenticate(mode: str, request, db: Session) -> Principal | None:
     if mode == SERVER:
         key = request.headers.get("x-server-api-key")
         credential = credentials.authenticate_key(db, key, "API")
+        throttle.take(db, credential.id)
         return Principal(kind="server", server=credential.server, credential=credential)
     if mode == ADMIN:
         key = request.headers.get("x-admin-api-key")

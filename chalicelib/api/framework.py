@@ -322,7 +322,8 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
                     return result
                 return success(result, status, started, call.extra_headers or None)
             except errors.ServiceError as exc:
-                return failure(exc.code, exc.message, started, field_name=exc.field)
+                return failure(exc.code, exc.message, started, field_name=exc.field,
+                               headers=exc.headers)
             except DBAPIError as exc:
                 if _id_out_of_range(exc, raw_params):
                     return failure("NotFound", "no resource with that id", started)

@@ -119,6 +119,8 @@ ERROR_RESPONSES = {
     "NotFound": (404, "No such resource."),
     "ParameterMissing": (400, "A required field is absent; error.field names it."),
     "PayloadTooLarge": (413, "The body is larger than MAX_REQUEST_BYTES."),
+    "RateLimited": (429, "This API key is over API_RATE_LIMIT_PER_SECOND; Retry-After says "
+                         "when to try again."),
     "ValidationError": (422, "Invalid request; error.field names the field."),
 }
 
@@ -144,6 +146,8 @@ def _responses(path: str, info: framework.EndpointInfo) -> dict:
     codes = []
     if info.auth != NONE:
         codes += ["Unauthorized", "Forbidden"]
+    if info.auth == SERVER:
+        codes.append("RateLimited")
     if _PARAM.search(path):
         codes.append("NotFound")
     if info.body is not None or info.method in ("POST", "PATCH", "PUT"):

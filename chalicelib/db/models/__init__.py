@@ -4,14 +4,14 @@ from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, Oi
                                            UserSession)
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
-from chalicelib.db.models.organizations import (AdminApiKey, Credential, Domain, IPAddress, IPPool,
-                                                Organization, Server)
+from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, Domain,
+                                                IPAddress, IPPool, Organization, Server)
 from chalicelib.db.models.routes import Route
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
 from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookRequestLog
 
 __all__ = [
-    "AdminApiKey", "AuthEvent", "ClickEvent", "Credential", "Delivery", "Domain", "IPAddress",
+    "AdminApiKey", "ApiRateBucket", "AuthEvent", "ClickEvent", "Credential", "Delivery", "Domain", "IPAddress",
     "IPPool", "Invitation", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",

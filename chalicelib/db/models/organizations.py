@@ -3,7 +3,8 @@
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from chalicelib.db.base import Base, Timestamps, uuid_column
@@ -145,3 +146,17 @@ class AdminApiKey(Timestamps, Base):
         ForeignKey("users.id", ondelete="SET NULL")
     )
     seeded: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+
+
+class ApiRateBucket(Base):
+    """The token bucket of one API key (API_RATE_LIMIT_*, services/throttle.py): tokens left
+    as of ``updated_at`` (epoch seconds), and whether the last request was let through."""
+
+    __tablename__ = "api_rate_buckets"
+
+    credential_id: Mapped[int] = mapped_column(
+        ForeignKey("credentials.id", ondelete="CASCADE"), primary_key=True
+    )
+    tokens: Mapped[float] = mapped_column(Float, nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+    allowed: Mapped[bool] = mapped_column(Boolean, nullable=False)
