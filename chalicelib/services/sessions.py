@@ -45,11 +45,13 @@ def revoke(session: UserSession) -> None:
         session.revoked_at = clock.now()
 
 
-def revoke_all(db: Session, user_id: int) -> int:
-    """Revoke every live session of a user; returns how many."""
-    result = db.execute(update(UserSession)
-                        .where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None))
-                        .values(revoked_at=clock.now())
+def revoke_all(db: Session, user_id: int, *, except_id: int | None = None) -> int:
+    """Revoke every live session of a user (but ``except_id``); returns how many."""
+    stmt = update(UserSession).where(UserSession.user_id == user_id,
+                                     UserSession.revoked_at.is_(None))
+    if except_id is not None:
+        stmt = stmt.where(UserSession.id != except_id)
+    result = db.execute(stmt.values(revoked_at=clock.now())
                         .execution_options(synchronize_session="fetch"))
     return result.rowcount or 0
 
@@ -69,16 +71,6 @@ def find_live_session(db: Session, user_id: int, session_id: int) -> UserSession
     if session is None:
         raise errors.NotFound(f"no active session {session_id}")
     return session
-
-
-def revoke_others(db: Session, user_id: int, keep_id: int) -> int:
-    """Revoke every live session of the user but ``keep_id``; returns how many."""
-    result = db.execute(update(UserSession)
-                        .where(UserSession.user_id == user_id, UserSession.id != keep_id,
-                               UserSession.revoked_at.is_(None))
-                        .values(revoked_at=clock.now())
-                        .execution_options(synchronize_session="fetch"))
-    return result.rowcount or 0
 
 
 def session_record(session: UserSession, current_id: int) -> dict:

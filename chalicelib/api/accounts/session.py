@@ -65,7 +65,7 @@ def revoke_session(call: Call, id: int):  # noqa: A002  (the path parameter's na
 def revoke_other_sessions(call: Call):
     """Sign out everywhere but here."""
     current = call.principal.session
-    count = sessions.revoke_others(call.db, current.user_id, current.id)
+    count = sessions.revoke_all(call.db, current.user_id, except_id=current.id)
     audit.record(call.db, "sessions_revoked", client(call), user=call.principal.user,
                  details=f"{count} other session(s)")
     return {"revoked": count}
