@@ -29,14 +29,17 @@ __version__ = "0.1.0"
 
 class ApiError(Exception):
     """An error answer of the API (``status: error``) or a transport failure (code
-    ``ConnectionError``, status 0)."""
+    ``ConnectionError``, status 0). ``retry_after``: seconds to wait before trying again,
+    when the API said (429 ``RateLimited``)."""
 
-    def __init__(self, code: str, message: str, status: int, field: str | None = None):
+    def __init__(self, code: str, message: str, status: int, field: str | None = None,
+                 retry_after: int | None = None):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
         self.field = field
+        self.retry_after = retry_after
 
 
 def _fields(from_: Any, to: Any, extra: dict[str, Any]) -> dict[str, Any]:
@@ -60,11 +63,14 @@ class EmailServiceClient:
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers={
             "X-Server-API-Key": self.api_key, "Accept": "application/json",
             "Content-Type": "application/json", "User-Agent": f"email-service-client/{__version__}"})
+        retry_after = None
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 status, raw = response.status, response.read()
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read()
+            header = exc.headers.get("Retry-After") if exc.headers else None
+            retry_after = int(header) if header and header.isdigit() else None
         except (urllib.error.URLError, OSError) as exc:
             raise ApiError("ConnectionError", str(exc), 0) from exc
         try:
@@ -75,7 +81,8 @@ class EmailServiceClient:
             error = (envelope or {}).get("error") if isinstance(envelope, dict) else None
             error = error if isinstance(error, dict) else {}
             raise ApiError(error.get("code", "InvalidResponse"),
-                           error.get("message", f"HTTP {status}"), status, error.get("field"))
+                           error.get("message", f"HTTP {status}"), status, error.get("field"),
+                           retry_after)
         return envelope["data"]
 
     # -- sending --------------------------------------------------------------

@@ -92,3 +92,15 @@ def test_verify_webhook_signature_with_the_installation_key(stack):
                                         serialization.PublicFormat.SubjectPublicKeyInfo)
     record = "v=DKIM1; k=rsa; p=" + base64.b64encode(der).decode()
     assert verify_webhook_signature(body, signature, record)
+
+
+def test_a_throttled_call_says_when_to_retry(client, tenant, monkeypatch):
+    monkeypatch.setenv("API_RATE_LIMIT_PER_SECOND", "0.25")
+    monkeypatch.setenv("API_RATE_LIMIT_BURST", "1")
+    message = {"from_": f"app@{tenant.domain}", "to": "ann@example.net", "subject": "s",
+               "text_body": "t"}
+    client.send(**message)
+    with pytest.raises(ApiError) as limited:
+        client.send(**message)
+    assert limited.value.code == "RateLimited" and limited.value.status == 429
+    assert limited.value.retry_after == 4
