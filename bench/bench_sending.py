@@ -2,8 +2,9 @@
 
 1. messages accepted per second through the send handler (real HTTP, POST /messages, sent
    by a client in its own process on one keep-alive connection) with 1 and with 50
-   recipients per request, and through a 500-entry POST /messages/batch;
-   baseline: inserting the same rows (a submission with its raw source + one message row per
+   recipients per request, and through a 500-entry POST /messages/batch; the 1-recipient
+   send also as Lambda runs it (the app called with an API Gateway proxy event, no local
+   HTTP server); baseline: inserting the same rows (a submission with its raw source + one message row per
    recipient) with bare SQLAlchemy Core: single-row commits for the single send, a batched
    ``insert().returning()`` for the others. The handler also authenticates, validates every
    address, builds the MIME message, checks suppressions and resolves the stream.
@@ -53,6 +54,31 @@ def timed_rate(fn, count_per_call: int, seconds: float, rounds: int = 3) -> floa
                 break
         best = max(best, calls * count_per_call / elapsed)
     return best
+
+
+def lambda_handler_call(path: str, payload: dict, key: str):
+    """A call of the Chalice app as Lambda makes it behind API Gateway: the proxy event
+    (built once by Chalice's own converter, as `chalice local` builds it) and a context, no
+    HTTP server; what production runs for each request."""
+    import json
+    from types import SimpleNamespace
+
+    from chalice.local import LambdaEventConverter, RouteMatcher
+
+    from app import app
+
+    body = json.dumps(payload).encode()
+    event = LambdaEventConverter(RouteMatcher(list(app.routes))).create_lambda_event(
+        method="POST", path=path, body=body,
+        headers={"x-server-api-key": key, "content-type": "application/json",
+                 "content-length": str(len(body)), "host": "localhost"})
+    context = SimpleNamespace(aws_request_id="bench", function_name="api_handler",
+                              memory_limit_in_mb=512, get_remaining_time_in_millis=lambda: 60000)
+
+    def call():
+        answer = app(dict(event), context)
+        assert answer["statusCode"] == 201, answer
+    return call
 
 
 def main() -> None:
@@ -153,6 +179,12 @@ def main() -> None:
             ours = ours_rate() * per_call
             figures.append(row(f"messages accepted/s, {name}", f"{ours:.0f}/s", f"{base:.0f}/s",
                                base / ours, f"slowdown {aim}"))
+            if per_call == 1:  # the same send as Lambda runs it: no local HTTP server
+                handler = lambda_handler_call("/api/v2/server/messages", one, key)
+                ours = timed_rate(handler, 1, args.seconds)
+                figures.append(row("messages accepted/s, send, 1 recipient, Lambda handler "
+                                   "(API Gateway event)", f"{ours:.0f}/s", f"{base:.0f}/s",
+                                   base / ours, f"slowdown {aim}"))
 
         # --- deliveries ---------------------------------------------------------------------
         os.environ["DELIVERY_RELAY"] = sink.relay
