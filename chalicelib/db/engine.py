@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -25,6 +25,9 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from chalicelib.config import get_settings
+
+if TYPE_CHECKING:
+    import ssl
 
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
@@ -96,7 +99,7 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
     return engine
 
 
-def database_ssl_context(settings) -> "ssl.SSLContext | None":
+def database_ssl_context(settings) -> ssl.SSLContext | None:
     """The TLS context pg8000 connects with (DATABASE_SSL), or None for a plain connection.
     ``verify`` checks the certificate chain and the host name; ``require`` only encrypts
     (for a server whose certificate cannot be checked, e.g. a self-signed one)."""

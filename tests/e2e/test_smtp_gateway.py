@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.smtp_support import (RawSession, b64, client_context, make_route, plain_client,
                                     simple_mail, starttls_client, tls_client)
-from tests.support import Api, free_port, wait_for
+from tests.support import Api
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
 
