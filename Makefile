@@ -6,13 +6,30 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run test test-sqlite test-postgres migrate migration bench clean
 
-$(STAMP): requirements.txt requirements-dev.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	touch $(STAMP)
+# Progress is shown step by step, then pip's own line per package (a fresh clone takes about
+# a minute: silence there looked like a hang).
+CONSOLE_VENDOR := console/assets/vendor/qrcode.mjs
 
-install: $(STAMP)
+$(STAMP): requirements.txt requirements-dev.txt
+	@echo "==> [1/3] virtualenv $(VENV)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "==> [2/3] pip"
+	@$(PY) -m pip install --quiet --upgrade "pip<26.3"
+	@echo "==> [3/3] requirements-dev.txt (runtime + test libraries; one line per package)"
+	@$(PY) -m pip install --progress-bar on -r requirements-dev.txt
+	@touch $(STAMP)
+	@echo "==> installed: make run starts the stack, make test runs the suite"
+
+# The console's only third-party file (the QR code of 2FA enrolment), from the npm registry
+# at the version package-lock.json pins; served as-is from console/assets/vendor/.
+$(CONSOLE_VENDOR): console/package.json console/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: the console works, but 2FA enrolment shows no QR code (apt-get install npm)"; exit 0; }; \
+	npm ci --no-audit --no-fund --prefix console >/dev/null
+	@if [ -f console/node_modules/qrcode-generator/dist/qrcode.mjs ]; then \
+	  mkdir -p console/assets/vendor && \
+	  cp console/node_modules/qrcode-generator/dist/qrcode.mjs $(CONSOLE_VENDOR); fi
+
+install: $(STAMP) $(CONSOLE_VENDOR)
 
 ## Start HTTP API, SMTP gateway and queue workers on SQLite (Ctrl-C stops all of it).
 run: install

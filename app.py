@@ -49,6 +49,11 @@ def inbound_worker(event):
     return _dispatch(event)
 
 
+@app.on_sqs_message(queue=_PREFIX + "bulk", batch_size=1)
+def bulk_worker(event):
+    return _dispatch(event)
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep(event):
     from chalicelib.workers import sweeper
@@ -63,11 +68,22 @@ def prune(event):
     return retention.run()
 
 
+@app.schedule(Rate(1, unit=Rate.HOURS))
+def check_domains(event):
+    # Re-checks verified domains whose DNS check is older than DOMAIN_CHECK_INTERVAL_HOURS
+    # (a day by default), in batches: each run continues where the last one stopped.
+    from chalicelib.services import domain_checks
+
+    return domain_checks.run_scheduled()
+
+
 @app.lambda_function(name="migrate")
 def migrate(event, context):
     # Invoked by infra/deploy.sh with the new code before `chalice deploy` switches traffic.
     from chalicelib import ops
 
+    if isinstance(event, dict) and event.get("signing_key") in ops.SIGNING_KEY_ACTIONS:
+        return ops.signing_key(event["signing_key"])  # rotating the installation key
     return ops.migrate()
 
 

@@ -144,6 +144,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=20)
     ap.add_argument("--profile", metavar="FILE", help="py-spy the gateway during the submission "
                     "run and write collapsed stacks (py-spy --format raw) to FILE")
+    ap.add_argument("--profile-inbound", metavar="FILE", help="the same for the inbound run")
     args = ap.parse_args()
 
     url = bench_database_url()
@@ -166,7 +167,9 @@ def main() -> None:
         bare_rate = load(bare.port, "bench-password", sender, to, **common)
         with profiled(args.profile):
             ours = load(stack.smtp_port, tenant.smtp_key, sender, to, **common)
-        inbound = load(stack.smtp_port, "", "x@sender.example", f"in@{tenant.domain}", **common)
+        with profiled(args.profile_inbound):
+            inbound = load(stack.smtp_port, "", "x@sender.example", f"in@{tenant.domain}",
+                           **common)
         bare_again = load(bare.port, "bench-password", sender, to, **common)
     finally:
         bare.stop()

@@ -20,6 +20,8 @@ BENCHES = [
     ("webhooks", ["bench_webhooks.py"]),
     ("smtp", ["bench_smtp.py"]),
     ("stats", ["bench_stats.py"]),
+    ("sending_controls", ["bench_sending_controls.py"]),
+    ("pipeline", ["bench_pipeline.py"]),
 ]
 
 

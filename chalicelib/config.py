@@ -39,6 +39,44 @@ def _parse_size(raw: str) -> int:
 
 
 DATABASE_SSL_MODES = ("off", "require", "verify")
+LOG_FORMATS = ("json", "text")
+METRICS_BACKENDS = ("prometheus", "emf", "off")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        return value
+    return parse
+
+
+_parse_log_format = _choice(LOG_FORMATS)
+_parse_metrics_backend = _choice(METRICS_BACKENDS)
+
+
+def _parse_resolvers(raw: str) -> str:
+    """``host[:port],...`` with IP addresses (IPv6 as ``[::1]:53``); normalized, or ValueError."""
+    from ipaddress import ip_address
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        host, port = item, "53"
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "53"
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        try:
+            ip_address(host)
+            number = int(port)
+        except ValueError:
+            raise ValueError(f"expected IP addresses as host[:port],..., got {item!r}") from None
+        if not 0 < number < 65536:
+            raise ValueError(f"port out of range in {item!r}")
+        parts.append(f"[{host}]:{number}" if ":" in host else f"{host}:{number}")
+    return ",".join(parts)
 
 
 def _parse_ssl_mode(raw: str) -> str:
@@ -69,6 +107,12 @@ def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
     return Key(name.lower(), name, default, parse, doc)
 
 
+def _reserved():
+    from chalicelib.services import reserved_domains  # late: it reads settings itself
+
+    return reserved_domains
+
+
 MB = 1024 * 1024
 
 KEYS: tuple[Key, ...] = (
@@ -79,7 +123,7 @@ KEYS: tuple[Key, ...] = (
     _spec("auth.minimum_password_length", 8, int, "Minimum password length (registration, reset, change)."),
     _spec("auth.allow_registration", False, _parse_bool, "Allow self-registration."),
     _spec("auth.allow_organization_creation", True, _parse_bool, "Allow signed-in users to create organizations."),
-    _spec("auth.frontend_url", "", str, "Where password-reset and invitation links point."),
+    _spec("auth.frontend_url", "", str, "Where password-reset, invitation and SSO links point; empty: the console served at PUBLIC_URL (http://HOST:PORT locally)."),
     _spec("password_reset_expiry_hours", 2, int, "Password reset token lifetime in hours."),
     _spec("invitation_expiry_days", 7, int, "Invitation lifetime in days."),
     _spec("smtp_server.max_message_size", 14 * MB, _parse_size,
@@ -117,13 +161,16 @@ KEYS: tuple[Key, ...] = (
     _env("INBOUND_MAX_ATTEMPTS", 10, int, "Delivery attempts of an inbound message to its endpoint."),
     _env("INBOUND_TIMEOUT_SECONDS", 30.0, float, "Per-attempt timeout of an endpoint delivery."),
     _env("HOST", "127.0.0.1", str, "Address the local stack listens on."),
-    _env("ADMIN_API_KEY", "", str, "When set, seeded at start as an admin API key so operators can begin."),
+    _env("ADMIN_API_KEY", "", str, "When set, seeded at start as an admin API key so operators can begin; a key seeded from an earlier, different value is revoked (the banner and the migrate step's answer say so)."),
     _env("SIGNING_KEY_PATH", "var/signing_key.pem", str,
          "Installation RSA-2048 key (PEM); signs webhooks. Generated on first start when missing."),
     _env("ENCRYPTION_KEY", "", str,
          "Fernet key(s), comma-separated, first encrypts; encrypts secrets at rest. "
-         "Empty: derived from the signing key."),
-    _env("DELIVERY_RELAY", "", str, "host:port of a smarthost; empty means the recipient domain's MX hosts."),
+         "Empty: derived from the signing key (every start warns about it)."),
+    _env("DELIVERY_RELAY", "", str,
+         "host:port of a smarthost; empty or mx: the recipient domain's MX hosts; capture: "
+         "nothing leaves the machine, each message is kept under CAPTURE_DIR and recorded as "
+         "Sent (what `make run` uses unless DELIVERY_RELAY is set)."),
     _env("TIME_SCALE", 1.0, float, "Factor applied to every scheduled delay (0.001 turns hours into seconds)."),
     _env("WEBHOOKS_ALLOW_PRIVATE_TARGETS", False, _parse_bool,
          "Allow webhook and endpoint URLs that resolve to loopback or private addresses."),
@@ -139,13 +186,33 @@ KEYS: tuple[Key, ...] = (
     _env("SMTP_HOSTNAME", "localhost", str,
          "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
     _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
+    _env("FBL_ADDRESSES", "", str,
+         "Comma-separated addresses the gateway accepts feedback (ARF) reports at, as registered "
+         "with mailbox providers' feedback loops; reports to a return-path address are always read."),
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
+    _env("DNS_RESOLVERS", "", _parse_resolvers,
+         "Resolvers for every DNS lookup (MX, verification, domain checks, webhook and "
+         "endpoint hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
+    _env("DNS_TIMEOUT_SECONDS", 5.0, float,
+         "How long a verification or domain-check lookup may take before it counts as an error."),
+    _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
+         "Verified domains whose DNS check is older than this are checked again by the "
+         "scheduled run (hourly on AWS, with the retention timer locally)."),
+    _env("TRACKING_DOMAIN", "", str,
+         "Host tenant tracking domains point their CNAME at; empty: the host of PUBLIC_URL."),
+    _env("DKIM_RETIRING_DAYS", 7, int,
+         "How long a replaced DKIM key (tenant domains, the installation key) stays published "
+         "after rotation, so mail and webhooks signed before still verify."),
     _env("API_RATE_LIMIT_PER_SECOND", 0.0, float,
          "Requests a second each server API key may make on average (a token bucket in the "
          "database); 0 turns throttling off. The deployed stages set 50."),
     _env("API_RATE_LIMIT_BURST", 100, int,
          "Requests a server API key may make at once before API_RATE_LIMIT_PER_SECOND applies."),
+    _env("RESERVED_DOMAINS_ALLOWED", "", lambda raw: _reserved().parse_allowed(raw),
+         "Reserved documentation names (example.com, example.net, example.org, example) that "
+         "may be added as sending domains anyway, comma-separated: for test suites and "
+         "walk-throughs. Empty: every reserved or special-use domain is refused."),
     _env("DOMAIN_VERIFY_DNS", False, _parse_bool,
          "POST .../domains/{name}/verify first looks the verification TXT record up in DNS "
          "(422 naming the record when it is not there). Off: verify only marks the domain "
@@ -156,10 +223,28 @@ KEYS: tuple[Key, ...] = (
     _env("QUEUE_BACKEND", "local", str, "'local' (in-process scheduler) or 'sqs'."),
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
     _env("SWEEP_INTERVAL_SECONDS", 30.0, float, "How often the local stack's sweeper looks for due rows."),
+    _env("SWEEP_REWAKE_SECONDS", 900.0, float,
+         "A due row the sweeper woke is woken again only after this long without being claimed "
+         "(its wake-up was lost): no duplicate queue messages each sweep during a backlog."),
+    _env("BULK_CHUNK_SIZE", 500, int,
+         "Messages a bulk job acts on per transaction (each chunk commits with the job's cursor)."),
+    _env("BULK_TIME_BUDGET_SECONDS", 60.0, float,
+         "How long one bulk-worker wake-up runs chunks before it re-enqueues the job (below the Lambda timeout)."),
     _env("CLAIM_TIMEOUT_SECONDS", 960.0, float,
          "How long a worker's claim on a row lasts; longer than the Lambda timeout."),
     _env("MAX_REQUEST_BYTES", 20 * MB, _parse_size, "Largest HTTP request body accepted."),
     _env("LOG_LEVEL", "INFO", str, "Python logging level."),
+    _env("LOG_FORMAT", "json", _parse_log_format,
+         "json: one JSON object per line (Powertools Logger; the deployed stages); text: "
+         "readable key=value lines (`make run` sets it unless you do)."),
+    _env("METRICS_BACKEND", "prometheus", _parse_metrics_backend,
+         "prometheus: in-process counters at GET /metrics (local); emf: CloudWatch embedded "
+         "metric format lines, GET /metrics answers 404 (the deployed stages); off: neither."),
+    _env("TRACING", False, _parse_bool,
+         "Powertools Tracer subsegments per invocation, sent to X-Ray (the deployed stages, "
+         "with active tracing on the functions)."),
+    _env("CAPTURE_DIR", "var/captured", str,
+         "Where DELIVERY_RELAY=capture writes each outgoing message as <token>.eml."),
     _env("PASSWORD_HASH_TIME_COST", 3, int, "argon2id iterations; hashes made otherwise are upgraded at login."),
     _env("PASSWORD_HASH_MEMORY_KIB", 65536, int, "argon2id memory in KiB (64 MiB default)."),
     _env("PASSWORD_HASH_PARALLELISM", 4, int, "argon2id lanes."),
@@ -218,22 +303,40 @@ class Settings(BaseModel):
     retention_interval_seconds: float
     smtp_hostname: str
     return_path_domain: str
+    fbl_addresses: str
     spf_include: str
     dkim_selector: str
+    dns_resolvers: str
+    dns_timeout_seconds: float
+    domain_check_interval_hours: float
+    tracking_domain: str
+    dkim_retiring_days: int
     api_rate_limit_per_second: float
     api_rate_limit_burst: int
+    reserved_domains_allowed: str
     domain_verify_dns: bool
     public_url: str
     tracking_machine_seconds: float
     queue_backend: str
     sqs_queue_prefix: str
     sweep_interval_seconds: float
+    sweep_rewake_seconds: float
+    bulk_chunk_size: int
+    bulk_time_budget_seconds: float
     claim_timeout_seconds: float
     max_request_bytes: int
     log_level: str
+    log_format: str
+    metrics_backend: str
+    tracing: bool
+    capture_dir: str
     password_hash_time_cost: int
     password_hash_memory_kib: int
     password_hash_parallelism: int
+
+    @property
+    def fbl_address_set(self) -> frozenset[str]:
+        return frozenset(a.strip().lower() for a in self.fbl_addresses.split(",") if a.strip())
 
     @property
     def effective_return_path_domain(self) -> str:
@@ -244,8 +347,21 @@ class Settings(BaseModel):
         return self.spf_include or f"spf.{self.smtp_hostname}"
 
     @property
+    def effective_tracking_domain(self) -> str:
+        if self.tracking_domain:
+            return self.tracking_domain.rstrip(".").lower()
+        from urllib.parse import urlsplit
+
+        return (urlsplit(self.effective_public_url).hostname or self.host).lower()
+
+    @property
     def effective_public_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @property
+    def effective_frontend_url(self) -> str:
+        """Where links for people point: AUTH_FRONTEND_URL, else the console served here."""
+        return (self.auth_frontend_url or self.effective_public_url).rstrip("/")
 
     def scaled(self, seconds: float) -> float:
         """A scheduled delay after TIME_SCALE."""

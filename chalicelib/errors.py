@@ -79,3 +79,19 @@ class RateLimited(ServiceError):
     def __init__(self, message: str, *, retry_after: int):
         super().__init__(message)
         self.headers = {"Retry-After": str(retry_after)}
+
+
+class SendLimitExceeded(ServiceError):
+    code = "SendLimitExceeded"
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class IdempotencyKeyReused(ServiceError):
+    code = "IdempotencyKeyReused"
+
+
+class IdempotencyInProgress(ServiceError):
+    code = "IdempotencyInProgress"

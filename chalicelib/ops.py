@@ -1,4 +1,5 @@
-"""Deploy-time tasks: bring the database schema to head and seed the operator's admin key.
+"""Deploy-time tasks: bring the database schema to head and seed the operator's admin key;
+rotate the installation signing key (``signing-key show|rotate|activate``).
 
 Runs as the ``migrate`` Lambda function (``app.py``), which ``infra/deploy.sh`` updates to the
 new code and invokes BEFORE ``chalice deploy`` switches the API and workers over, and locally
@@ -20,25 +21,59 @@ def migrate() -> dict:
     settings = get_settings()
     db_migrate.upgrade(settings.database_url)
     keys.signing_key()  # fails loudly now, not at the first webhook, when the key is unusable
-    seeded = False
+    seeded, revoked = False, []
     if settings.admin_api_key:
         with session_scope() as db:
-            admin_keys.seed_key(db, settings.admin_api_key)
+            _, previous = admin_keys.seed_key(db, settings.admin_api_key)
+            revoked = [k.key_hint for k in previous]
         seeded = True
     with get_engine().connect() as conn:
         revision = MigrationContext.configure(conn).get_current_revision()
-    return {"revision": revision, "admin_key_seeded": seeded}
+    return {"revision": revision, "admin_key_seeded": seeded,
+            "previous_seeded_keys_revoked": revoked, "warnings": keys.startup_warnings(settings)}
+
+
+SIGNING_KEY_ACTIONS = ("show", "rotate", "activate")
+
+
+def signing_key(action: str) -> dict:
+    """The installation signing key (services/installation_keys.py): ``show`` lists the keys
+    to publish, ``rotate`` adds a pending one, ``activate`` makes it sign (the previous one
+    retires after DKIM_RETIRING_DAYS)."""
+    import json
+
+    from chalicelib.db import session_scope
+    from chalicelib.services import installation_keys
+
+    with session_scope() as db:
+        if action == "rotate":
+            installation_keys.rotate(db)
+        elif action == "activate":
+            installation_keys.activate(db)
+        listed = installation_keys.listed(db)
+    return {"keys": json.loads(json.dumps(listed, default=str))}
 
 
 def main(argv: list[str] | None = None) -> int:
+    import json
+
     args = sys.argv[1:] if argv is None else argv
-    if args != ["migrate"]:
-        print("usage: python -m chalicelib.ops migrate", file=sys.stderr)
+    usage = "usage: python -m chalicelib.ops migrate | signing-key show|rotate|activate"
+    if args != ["migrate"] and not (len(args) == 2 and args[0] == "signing-key"
+                                    and args[1] in SIGNING_KEY_ACTIONS):
+        print(usage, file=sys.stderr)
         return 2
-    from chalicelib import aws_bootstrap
+    from chalicelib import aws_bootstrap, errors
 
     aws_bootstrap.load_once(force=True)
-    print(migrate())
+    if args[0] == "migrate":
+        print(migrate())
+        return 0
+    try:
+        print(json.dumps(signing_key(args[1]), indent=2))
+    except errors.ServiceError as exc:
+        print(exc.message, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-QUEUE_NAMES = ("deliveries", "webhooks", "inbound")
+QUEUE_NAMES = ("deliveries", "webhooks", "inbound", "bulk")
 SQS_MAX_DELAY = 900
 
 
@@ -58,12 +58,26 @@ class SqsPort:
         self._client.send_message(QueueUrl=self._url(queue), MessageBody=json.dumps(body),
                                   DelaySeconds=delay)
 
+    def send_many(self, queue: str, bodies: list[dict]) -> None:
+        """Wake-ups due now, ten per SendMessageBatch call (SQS's maximum) instead of one
+        call each: a bulk release of thousands of messages."""
+        for start in range(0, len(bodies), 10):
+            entries = [{"Id": str(i), "MessageBody": json.dumps(body)}
+                       for i, body in enumerate(bodies[start:start + 10])]
+            answer = self._client.send_message_batch(QueueUrl=self._url(queue), Entries=entries)
+            if answer.get("Failed"):
+                log.error("%d wake-ups on %s not sent; the sweeper will pick them up",
+                          len(answer["Failed"]), queue)
+
 
 class LocalPort:
     """Delayed messages in a heap; due ones are handed to a thread pool running the same
     per-record dispatcher that the Lambda handlers use."""
 
+    BATCH_SIZE = 10  # SQS's batch size for a Lambda (app.py)
+
     def __init__(self, workers: int = 4):
+        self._batch_handler = None
         self._heap: list[tuple[float, int, str, str]] = []
         self._counter = itertools.count()
         self._cv = threading.Condition()
@@ -83,12 +97,17 @@ class LocalPort:
         with self._cv:
             return len(self._heap)
 
-    def start(self, handler: Callable[[str, str], None]) -> None:
+    def start(self, handler: Callable[[str, str], None],
+              batch_handler: Callable[[str, list[str]], object] | None = None) -> None:
+        """``batch_handler``: given, due wake-ups are handed over up to BATCH_SIZE at a time
+        per queue, as an SQS batch reaches a Lambda."""
         self._handler = handler
+        self._batch_handler = batch_handler
         self._stopping = False
         from concurrent.futures import ThreadPoolExecutor  # local stack only, not at cold start
 
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="queue-worker")
+        self._free = threading.Semaphore(self._workers)
         self._thread = threading.Thread(target=self._run, name="queue-scheduler", daemon=True)
         self._thread.start()
 
@@ -104,6 +123,11 @@ class LocalPort:
 
     def _run(self) -> None:
         while True:
+            # Take work only when a worker thread is free: meanwhile wake-ups pile up in the
+            # heap and the next free worker takes a whole batch of them.
+            while not self._free.acquire(timeout=0.1):
+                if self._stopping:
+                    return
             with self._cv:
                 while not self._stopping:
                     if self._heap and self._heap[0][0] <= time.monotonic():
@@ -111,15 +135,35 @@ class LocalPort:
                     timeout = self._heap[0][0] - time.monotonic() if self._heap else None
                     self._cv.wait(timeout)
                 if self._stopping:
+                    self._free.release()
                     return
                 _, _, queue, body = heapq.heappop(self._heap)
-            self._pool.submit(self._safe_handle, queue, body)
+                bodies = [body]
+                if self._batch_handler is not None:
+                    bodies += self._take_due(queue, self.BATCH_SIZE - 1)
+            self._pool.submit(self._safe_handle, queue, bodies)
 
-    def _safe_handle(self, queue: str, body: str) -> None:
+    def _take_due(self, queue: str, limit: int) -> list[str]:
+        """Up to ``limit`` more due wake-ups of ``queue``, in time order (caller holds _cv)."""
+        now = time.monotonic()
+        due = sorted(entry for entry in self._heap if entry[0] <= now and entry[2] == queue)
+        taken = due[:limit]
+        if taken:
+            chosen = {entry[1] for entry in taken}
+            self._heap = [entry for entry in self._heap if entry[1] not in chosen]
+            heapq.heapify(self._heap)
+        return [entry[3] for entry in taken]
+
+    def _safe_handle(self, queue: str, bodies: list[str]) -> None:
         try:
-            self._handler(queue, body)
+            if len(bodies) == 1:
+                self._handler(queue, bodies[0])
+            else:
+                self._batch_handler(queue, bodies)
         except Exception:  # noqa: BLE001  (the dispatcher should not raise; belt and braces)
             log.exception("local queue handler failed for %s", queue)
+        finally:
+            self._free.release()
 
 
 _port: QueuePort | None = None
@@ -149,6 +193,23 @@ def enqueue(queue: str, row_id: int, delay_seconds: float = 0) -> None:
     except Exception:  # noqa: BLE001
         # The row is the truth: the sweeper will find it. Losing a wake-up only delays work.
         log.exception("could not enqueue %s/%s; the sweeper will pick it up", queue, row_id)
+
+
+def enqueue_many(queue: str, row_ids: list[int]) -> None:
+    """Wake-ups for many rows due now, batched where the port can (SQS: ten a call)."""
+    if queue not in QUEUE_NAMES:
+        raise ValueError(f"unknown queue {queue}")
+    port = get_port()
+    try:
+        send_many = getattr(port, "send_many", None)
+        if send_many is not None:
+            send_many(queue, [{"id": i} for i in row_ids])
+        else:
+            for row_id in row_ids:
+                port.send(queue, {"id": row_id})
+    except Exception:  # noqa: BLE001  (the rows are the truth; the sweeper finds them)
+        log.exception("could not enqueue %d %s rows; the sweeper will pick them up",
+                      len(row_ids), queue)
 
 
 def enqueue_after_commit(session, queue: str, row_id: int, delay_seconds: float = 0) -> None:

@@ -58,11 +58,18 @@ class EmailServiceClient:
         self.api_key = api_key
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body: Any = None) -> dict:
+    def request(self, method: str, path: str, body: Any = None, *,
+                idempotency_key: str | None = None) -> dict:
+        """One call; ``idempotency_key`` (send endpoints): a retry with the same key and
+        body gets the first answer back instead of sending again."""
         data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers={
-            "X-Server-API-Key": self.api_key, "Accept": "application/json",
-            "Content-Type": "application/json", "User-Agent": f"email-service-client/{__version__}"})
+        headers = {"X-Server-API-Key": self.api_key, "Accept": "application/json",
+                   "Content-Type": "application/json",
+                   "User-Agent": f"email-service-client/{__version__}"}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        request = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                         headers=headers)
         retry_after = None
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -91,15 +98,18 @@ class EmailServiceClient:
              subject: str | None = None, html_body: str | None = None,
              text_body: str | None = None, headers: dict[str, str] | None = None,
              attachments: list[dict] | None = None, tag: str | None = None,
-             metadata: dict | None = None, stream: str | None = None) -> dict:
+             metadata: dict | None = None, stream: str | None = None,
+             send_at: str | None = None, idempotency_key: str | None = None) -> dict:
         """POST /messages: returns ``{message_id, recipients: [{rcpt_to, id, token}]}``.
         Addresses are ``"a@b.example"``, ``"Name <a@b.example>"`` or ``{"email", "name"}``;
-        attachments come from :func:`attachment`."""
+        attachments come from :func:`attachment`. ``send_at``: an RFC 3339 date-time to
+        schedule it (at most 30 days ahead)."""
         return self.request("POST", "/api/v2/server/messages", _fields(from_, to, {
             "cc": cc and list(cc), "bcc": bcc and list(bcc),
             "reply_to": reply_to and list(reply_to), "subject": subject,
             "html_body": html_body, "text_body": text_body, "headers": headers,
-            "attachments": attachments, "tag": tag, "metadata": metadata, "stream": stream}))
+            "attachments": attachments, "tag": tag, "metadata": metadata, "stream": stream,
+            "send_at": send_at}), idempotency_key=idempotency_key)
 
     def send_with_template(self, template: str, *, from_: Any, to: Any,
                            template_model: dict | None = None, **fields: Any) -> dict:
@@ -109,11 +119,25 @@ class EmailServiceClient:
                                    **fields})
         return self.request("POST", "/api/v2/server/messages/with_template", body)
 
-    def send_batch(self, messages: list[dict]) -> dict:
+    def send_batch(self, messages: list[dict], *, idempotency_key: str | None = None) -> dict:
         """POST /messages/batch: each entry is a SendRequest dict (``"from"`` spelled as in
         JSON). Returns ``{messages: [...], accepted, failed}``; one result per entry, in order,
         each with ``status`` ``success`` (and the SendResult) or ``error`` (and the error)."""
-        return self.request("POST", "/api/v2/server/messages/batch", {"messages": messages})
+        return self.request("POST", "/api/v2/server/messages/batch", {"messages": messages},
+                            idempotency_key=idempotency_key)
+
+    def cancel(self, message_id: int) -> dict:
+        """POST /messages/{id}/cancel: a Scheduled or Pending message not yet attempted."""
+        return self.request("POST", f"/api/v2/server/messages/{int(message_id)}/cancel", {})
+
+    def bulk(self, action: str, filter: dict | None = None, *, dry_run: bool = False) -> dict:
+        """POST /messages/bulk (release, retry or cancel): ``{job}``, or the count when
+        ``dry_run``; follow a job with :meth:`bulk_job`."""
+        return self.request("POST", "/api/v2/server/messages/bulk",
+                            {"action": action, "filter": filter or {}, "dry_run": dry_run})
+
+    def bulk_job(self, job_id: int) -> dict:
+        return self.request("GET", f"/api/v2/server/messages/bulk/{int(job_id)}")
 
     def send_batch_with_template(self, template: str, messages: list[dict],
                                  **shared: Any) -> dict:
@@ -157,11 +181,16 @@ def _load_public_key(public_key: str | bytes):
 
 
 def verify_webhook_signature(body_bytes: bytes, signature_b64: str | None,
-                             public_key_pem: str | bytes) -> bool:
+                             public_key_pem) -> bool:
     """True when ``X-Service-Signature`` is the installation's signature of the exact raw
     request body (RSA PKCS#1 v1.5 over SHA-256, base64). ``public_key_pem`` is a PEM public key
-    or the installation's DKIM record value (``v=DKIM1; k=rsa; p=...``). Verify the raw bytes
-    you received, before parsing JSON."""
+    or the installation's DKIM record value (``v=DKIM1; k=rsa; p=...``), or a list of them:
+    while the installation key is being rotated both are published, and either may sign
+    (``X-Service-Signature-Key`` names which). Verify the raw bytes you received, before
+    parsing JSON."""
+    if isinstance(public_key_pem, (list, tuple)):
+        return any(verify_webhook_signature(body_bytes, signature_b64, key)
+                   for key in public_key_pem)
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding

@@ -2,7 +2,8 @@
 
     python infra/build.py OUT_DIR [--stack STACK_NAME] [--region REGION] [--deployed DIR]
 
-* copies app.py, chalicelib/ and .chalice/ (config and IAM policies) into OUT_DIR;
+* copies app.py, chalicelib/ and .chalice/ (config and IAM policies) into OUT_DIR, and the
+  web console (console/, without node_modules) into chalicelib/console_files/;
 * compiles chalicelib/ to bytecode (__pycache__, which Chalice zips with it): Lambda's code
   directory is read-only, so without it every cold start compiles our sources again (~95 ms
   of a ~510 ms import). Hash-based and unchecked, because a zip keeps file times only to
@@ -11,7 +12,8 @@
   takes the Lambda runtime from this interpreter's version too;
 * writes a requirements.txt without what the Lambda runtime already provides or what only the
   SMTP gateway container needs (boto3/botocore/s3transfer: ~16 MB zipped; aiosmtpd), which
-  keeps the deployment package well under 25 MB;
+  keeps the deployment package well under 25 MB; aws-xray-sdk, whose botocore requirement
+  would bring that back, is copied into vendor/ from this environment instead (VENDORED);
 * with --stack, replaces every ``${Name}`` in .chalice/*.json by the CloudFormation output
   ``Name`` of the infra stack (an environment variable of the same name wins, for values the
   stack does not know). A list element ``"${Name}"`` whose value has commas becomes several
@@ -34,6 +36,10 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_IN_LAMBDA = {"boto3", "botocore", "s3transfer", "aiosmtpd"}
+# Pure-Python packages copied into vendor/ from this environment instead of being resolved by
+# pip: aws-xray-sdk (Powertools' Tracer) declares botocore, which would pull ~16 MB into the
+# zip although the Lambda runtime has it. Its other dependency, wrapt, is pinned beside it.
+VENDORED = {"aws-xray-sdk": "aws_xray_sdk"}
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
@@ -43,9 +49,28 @@ def lambda_requirements(text: str) -> str:
         name = re.split(r"[=<>~!\[; ]", line.strip(), maxsplit=1)[0].lower()
         if name in NOT_IN_LAMBDA:
             lines.append(f"# {line.strip()}  (provided by the Lambda runtime or gateway-only)")
+        elif name in VENDORED:
+            lines.append(f"# {line.strip()}  (vendored without its botocore dependency)")
         else:
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def vendor(requirements: str, vendor_dir: str) -> None:
+    """Copy each VENDORED package, at its pinned version, from this environment into
+    ``vendor_dir`` (Chalice adds it to the zip as it is)."""
+    from importlib import metadata, util
+
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;#]+)", requirements, re.MULTILINE))
+    pins = {name.lower(): version for name, version in pins.items()}
+    for dist, package in VENDORED.items():
+        installed = metadata.version(dist)
+        if pins.get(dist) != installed:
+            raise SystemExit(f"{dist} {installed} is installed but requirements.txt pins "
+                             f"{pins.get(dist)}: run make install")
+        source = os.path.dirname(util.find_spec(package).origin)
+        shutil.copytree(source, os.path.join(vendor_dir, package),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def substitute(node: Any, values: dict[str, str], missing: set[str]) -> Any:
@@ -87,6 +112,11 @@ def build(out_dir: str, values: dict[str, str] | None = None,
     shutil.copy2(os.path.join(ROOT, "app.py"), out_dir)
     shutil.copytree(os.path.join(ROOT, "chalicelib"), os.path.join(out_dir, "chalicelib"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # The web console rides in the same Lambda (same origin as the API; chalicelib/console.py
+    # looks for it here). The QR-code module comes from `make install` (npm ci).
+    shutil.copytree(os.path.join(ROOT, "console"), os.path.join(out_dir, "chalicelib", "console_files"),
+                    ignore=shutil.ignore_patterns("node_modules", "package.json",
+                                                  "package-lock.json"))
     if not compileall.compile_dir(os.path.join(out_dir, "chalicelib"), quiet=1,
                                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH):
         raise SystemExit("chalicelib does not compile")
@@ -108,7 +138,9 @@ def build(out_dir: str, values: dict[str, str] | None = None,
     if deployed and os.path.isdir(deployed):
         shutil.copytree(deployed, os.path.join(chalice_dir, "deployed"))
     with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as fh:
-        requirements = lambda_requirements(fh.read())
+        text = fh.read()
+    vendor(text, os.path.join(out_dir, "vendor"))
+    requirements = lambda_requirements(text)
     with open(os.path.join(out_dir, "requirements.txt"), "w", encoding="utf-8") as fh:
         fh.write(requirements)
     return out_dir

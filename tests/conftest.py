@@ -21,6 +21,8 @@ os.environ.update({
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",   # receivers in tests live on loopback
     "SMTP_HOSTNAME": "mx.service.test",
     "QUEUE_BACKEND": "local",
+    # Test tenants use the documentation names (example.com ...), refused otherwise.
+    "RESERVED_DOMAINS_ALLOWED": "example.com,example.net,example.org,example",
 })
 for _name in ("TIME_SCALE", "DELIVERY_RELAY", "ENCRYPTION_KEY", "PORT", "SMTP_PORT",
               "AUTH_ALLOW_REGISTRATION"):
@@ -66,9 +68,15 @@ def stack(database):
     from app import app
     from chalicelib.local.stack import LocalStack
 
+    from chalicelib.api import framework
+    from tests.response_check import ResponseChecker
+
+    # Every success answer is checked against the OpenAPI document (tests/response_check.py).
+    framework.response_check = ResponseChecker()
     local = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=0.5).start()
     yield local
     local.stop()
+    framework.response_check = None
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalice import Chalice
 
-from chalicelib import __version__
+from chalicelib import __version__, observability
 from chalicelib.api.framework import envelope_middleware
 
 ADMIN_PREFIX = "/api/v2/admin"
@@ -28,6 +28,8 @@ def blueprints():
         ("chalicelib.api.accounts.session", AUTH_PREFIX),
         ("chalicelib.api.accounts.invitations", AUTH_PREFIX),
         ("chalicelib.api.accounts.sso", AUTH_PREFIX),
+        ("chalicelib.api.accounts.options", AUTH_PREFIX),
+        ("chalicelib.api.server.bulk", SERVER_PREFIX),
         ("chalicelib.api.server.messages", SERVER_PREFIX),
         ("chalicelib.api.admin.suppressions", ADMIN_PREFIX),
         ("chalicelib.api.server.streams", SERVER_PREFIX),
@@ -36,8 +38,12 @@ def blueprints():
         ("chalicelib.api.server.stats", SERVER_PREFIX),
         ("chalicelib.api.server.engagement", SERVER_PREFIX),
         ("chalicelib.api.admin.domain_tracking", ADMIN_PREFIX),
+        ("chalicelib.api.admin.domain_dns", ADMIN_PREFIX),
         ("chalicelib.api.public.tracking", ""),
+        ("chalicelib.api.public.unsubscribe", ""),
         ("chalicelib.api.openapi", ""),
+        ("chalicelib.api.public.metrics", ""),
+        ("chalicelib.api.console", None),  # None: "/" stays "/" (a prefix would make it "")
     ]
 
 
@@ -53,3 +59,4 @@ def register(app: Chalice) -> None:
         module = importlib.import_module(module_path)
         app.register_blueprint(module.bp, url_prefix=prefix)
     app.register_middleware(envelope_middleware, "http")
+    app.register_middleware(observability.middleware, "all")

@@ -5,7 +5,12 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Principal
-from chalicelib.services import admin_keys, credentials, sessions, throttle
+from chalicelib.services import admin_keys, credentials, lookup, sessions, throttle
+
+# The messaging surface with a signed-in user instead of an API key (the console): the
+# server is named by this header as "<org>/<server>", and the user's role in that
+# organization decides (reads: messages.read, writes: messages.manage).
+SERVER_HEADER = "x-server"
 
 
 def bearer_token(request) -> str | None:
@@ -21,11 +26,27 @@ def _user_principal(db: Session, token: str) -> Principal:
     return Principal(kind="user", user=session.user, session=session)
 
 
+def _user_on_server(db: Session, request, token: str) -> Principal:
+    principal = _user_principal(db, token)
+    named = (request.headers.get(SERVER_HEADER) or "").strip()
+    org, _, server = named.partition("/")
+    if not org or not server:
+        raise errors.ValidationError("with a Bearer session, name the server in the X-Server "
+                                     "header as <organization>/<server> (permalinks)",
+                                     field="X-Server")
+    action = "messages.read" if request.method in ("GET", "HEAD") else "messages.manage"
+    principal.server = lookup.server(db, principal, org, server, action)
+    return principal
+
+
 def authenticate(mode: str, request, db: Session) -> Principal | None:
     if mode == NONE:
         return None
     if mode == SERVER:
         key = request.headers.get("x-server-api-key")
+        token = bearer_token(request)
+        if not key and token:
+            return _user_on_server(db, request, token)
         credential = credentials.authenticate_key(db, key, "API")
         throttle.take(db, credential.id)
         return Principal(kind="server", server=credential.server, credential=credential)

@@ -22,6 +22,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "MethodNotAllowed": 405,
     "UnsupportedMediaType": 415,
     "RateLimited": 429,
+    "SendLimitExceeded": 429,
+    "IdempotencyKeyReused": 422,
+    "IdempotencyInProgress": 409,
     "InternalError": 500,
 }
 

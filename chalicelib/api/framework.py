@@ -26,11 +26,12 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from chalicelib import errors
-from chalicelib.api import query
+from chalicelib import errors, observability
+from chalicelib.api import json_body, query
 from chalicelib.api.errors import status_for
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
+from chalicelib.services import idempotency
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,19 @@ def _json_default(value: Any) -> Any:
 
 def json_response(payload: dict, status: int, headers: dict | None = None) -> Response:
     body = json.dumps(payload, default=_json_default, separators=(",", ":"))
+    return Response(body=body, status_code=status,
+                    headers={"Content-Type": "application/json", **(headers or {})})
+
+
+def data_json(data: Any) -> str:
+    return json.dumps(data, default=_json_default, separators=(",", ":"))
+
+
+def success_from_json(data_text: str, status: int, started: float,
+                      headers: dict | None = None) -> Response:
+    """The envelope around ``data`` already serialized (an idempotent replay)."""
+    body = '{"status":"success","time":%s,"data":%s}' % (
+        json.dumps(round(time.perf_counter() - started, 4)), data_text)
     return Response(body=body, status_code=status,
                     headers={"Content-Type": "application/json", **(headers or {})})
 
@@ -104,6 +118,7 @@ class Call:
     body: Any = None
     principal: Principal | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    status: int | None = None  # set by a handler whose answer's status varies (dry runs)
     query_params: tuple[query.QueryParam, ...] = ()
 
     @property
@@ -220,14 +235,20 @@ def _nul_path(value: Any, path: str = "") -> str | None:
     return None
 
 
-def parse_body(raw: bytes | None, model: type[BaseModel] | None) -> Any:
+def parse_body(raw: bytes | None, model: type[BaseModel] | None,
+               array_field: str | None = None) -> Any:
+    """The JSON object body, validated by ``model``. With ``array_field``, a bare JSON array
+    stands for ``{array_field: [...]}`` (the batch routes, as third-party SDKs send them)."""
     if not raw or not raw.strip():
         data: Any = {}
     else:
         try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.ValidationError(f"request body is not valid JSON: {exc}") from None
+            data = json_body.loads(raw)  # depth and number limits (a 422 past them)
+        except errors.ValidationError as exc:
+            observability.log("request.bad_json", "warning", error=str(exc)[:200])
+            raise
+    if array_field and isinstance(data, list):
+        data = {array_field: data}
     if not isinstance(data, dict):
         raise errors.ValidationError("request body must be a JSON object")
     nul_at = _nul_path(data)
@@ -284,17 +305,29 @@ class EndpointInfo:
     summary: str
     name: str
     query: tuple[query.QueryParam, ...] = ()
+    array_field: str | None = None
+    response: type | None = None  # the shape of ``data`` (a chalicelib/shapes TypedDict)
+    idempotent: bool = False
 
 
 ENDPOINTS: list[EndpointInfo] = []
 
+# Tests set this to check every success answer against the endpoint's declared response
+# shape (tests/response_check.py); it raises on a mismatch, which answers 500.
+response_check: Callable[[EndpointInfo, Response], None] | None = None
+
 
 def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
              body: type[BaseModel] | None = None, status: int = 200,
-             raw: bool = False, query: tuple = ()) -> Callable:
+             raw: bool = False, query: tuple = (), array_field: str | None = None,
+             response: type | None = None, idempotent: bool = False) -> Callable:
     """Register ``fn(call, **path_params)`` as a route. ``fn`` returns the ``data`` object
     (or a chalice Response when ``raw`` is true, for the few routes outside the envelope).
-    ``query``: the query parameters it reads (api/query.py)."""
+    ``query``: the query parameters it reads (api/query.py). ``array_field``: the body may
+    also be a bare JSON array, read as ``{array_field: [...]}``. ``response``: the shape of
+    the ``data`` it answers with (chalicelib/shapes; the OpenAPI document describes it).
+    ``idempotent``: the route honours an ``Idempotency-Key`` header
+    (services/idempotency.py; server routes only)."""
     query_params = tuple(query)
 
     def decorate(fn: Callable) -> Callable:
@@ -313,14 +346,35 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
                     # about the body's validity or the existence of ids.
                     principal = authenticate(auth, request, db)
                     params = _path_params(raw_params)
-                    payload = parse_body(request.raw_body, body) \
-                        if method in ("POST", "PATCH", "PUT") else None
+                    # A raw route without a body model reads its own body (a form post).
+                    payload = parse_body(request.raw_body, body, array_field) \
+                        if method in ("POST", "PATCH", "PUT") and (body or not raw) else None
                     call = Call(request=request, db=db, params=params, body=payload,
                                 principal=principal, query_params=query_params)
+                    key = idempotency_key(request, principal) if idempotent else None
+                    if key is not None:
+                        replay = idempotency.begin(
+                            db, principal.server.id, key,
+                            idempotency.request_hash(method, path, request.raw_body))
+                        if replay is not None:
+                            return success_from_json(replay.data_json, replay.status, started,
+                                                     {idempotency.REPLAY_HEADER: "true"})
                     result = fn(call, **params)
+                    if key is not None:  # the answer commits with what the handler wrote
+                        answer = data_json(result)
+                        idempotency.complete(db, principal.server.id, key,
+                                             call.status or status, answer)
                 if raw:
                     return result
-                return success(result, status, started, call.extra_headers or None)
+                if key is not None:
+                    answer = success_from_json(answer, call.status or status, started,
+                                               call.extra_headers or None)
+                else:
+                    answer = success(result, call.status or status, started,
+                                     call.extra_headers or None)
+                if response_check is not None:
+                    response_check(info, answer)
+                return answer
             except errors.ServiceError as exc:
                 return failure(exc.code, exc.message, started, field_name=exc.field,
                                headers=exc.headers)
@@ -336,12 +390,21 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
                                started)
 
         bp.route(path, methods=[method], content_types=["*/*"])(view)
-        ENDPOINTS.append(EndpointInfo(bp, path, method, auth, body, status, raw,
-                                      (fn.__doc__ or fn.__name__).strip().splitlines()[0],
-                                      fn.__name__, query_params))
+        info = EndpointInfo(bp, path, method, auth, body, status, raw,
+                            (fn.__doc__ or fn.__name__).strip().splitlines()[0],
+                            fn.__name__, query_params, array_field, response,
+                            idempotent)
+        ENDPOINTS.append(info)
         return fn
 
     return decorate
+
+
+def idempotency_key(request, principal: Principal | None) -> str | None:
+    """The request's Idempotency-Key (checked), or None; only a server's key scopes one."""
+    if principal is None or principal.server is None:
+        return None
+    return idempotency.check_key(request.headers.get(idempotency.HEADER.lower()))
 
 
 def envelope_middleware(event: Any, get_response: Callable) -> Response:

@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from annotated_types import MaxLen, MinLen
 from chalice import Blueprint, Response
 
 from chalicelib import __version__
@@ -36,10 +37,14 @@ SECURITY_SCHEMES = {
                     "description": "Admin API key (full management access)."},
     "BearerSession": {"type": "http", "scheme": "bearer",
                       "description": "Session token from POST /api/v2/auth/login."},
+    "ServerSelector": {"type": "apiKey", "in": "header", "name": "X-Server",
+                       "description": "With a Bearer session on the messaging surface: the "
+                                      "server as <organization>/<server> (permalinks); the "
+                                      "user's role decides (reads: viewer, writes: member)."},
 }
 _SECURITY = {
     NONE: [],
-    SERVER: [{"ServerApiKey": []}],
+    SERVER: [{"ServerApiKey": []}, {"BearerSession": [], "ServerSelector": []}],
     ADMIN: [{"AdminApiKey": []}, {"BearerSession": []}],
     SESSION: [{"BearerSession": []}],
 }
@@ -63,20 +68,6 @@ ENVELOPE_SCHEMAS: dict[str, Any] = {
             "time": {"type": "number", "description": "Server-side processing seconds."},
             "error": {"$ref": "#/components/schemas/Error"},
         },
-    },
-    "SuccessEnvelope": {
-        "type": "object",
-        "required": ["status", "time", "data"],
-        "properties": {
-            "status": {"const": "success"},
-            "time": {"type": "number", "description": "Server-side processing seconds."},
-            "data": {"type": "object"},
-        },
-    },
-    "Pagination": {
-        "type": "object",
-        "properties": {name: {"type": "integer"}
-                       for name in ("page", "per_page", "total", "total_pages")},
     },
 }
 
@@ -119,9 +110,29 @@ ERROR_RESPONSES = {
     "NotFound": (404, "No such resource."),
     "ParameterMissing": (400, "A required field is absent; error.field names it."),
     "PayloadTooLarge": (413, "The body is larger than MAX_REQUEST_BYTES."),
-    "RateLimited": (429, "This API key is over API_RATE_LIMIT_PER_SECOND; Retry-After says "
-                         "when to try again."),
-    "ValidationError": (422, "Invalid request; error.field names the field."),
+    "RateLimited": (429, "This API key is over API_RATE_LIMIT_PER_SECOND, or (sends) the "
+                         "server is over a send limit with action reject (error.code "
+                         "SendLimitExceeded); Retry-After says when to try again."),
+    "ValidationError": (422, "Invalid request; error.field names the field (error.code "
+                             "IdempotencyKeyReused: the Idempotency-Key was used with another "
+                             "request in the last 24 hours)."),
+    "IdempotencyInProgress": (409, "A request with this Idempotency-Key is still being "
+                                   "processed; retry after Retry-After seconds for its answer."),
+    "IdempotencyKeyReused": (422, "The Idempotency-Key was used with another request in the "
+                                  "last 24 hours."),
+    "SendLimitExceeded": (429, "The server is over its send_limit_per_hour/per_day with "
+                               "send_limit_action reject; Retry-After says when the window "
+                               "resets."),
+}
+
+IDEMPOTENCY_HEADER = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "Scoped to the server: within 24 hours the same key with the same request "
+                   "answers the first answer again (header Idempotent-Replayed: true) and "
+                   "creates nothing; with another request it is a 422 IdempotencyKeyReused; "
+                   "while the first still runs, a 409 IdempotencyInProgress.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255,
+               "pattern": "^[\\x20-\\x7e]+$"},
 }
 
 
@@ -135,14 +146,27 @@ def _ref(code: str) -> tuple[str, dict]:
     return str(ERROR_RESPONSES[code][0]), {"$ref": f"#/components/responses/{code}"}
 
 
-def _responses(path: str, info: framework.EndpointInfo) -> dict:
-    responses: dict[str, Any]
+def envelope(data_ref: dict) -> dict:
+    """The success envelope around ``data`` of the given schema."""
+    return {"type": "object", "required": ["status", "time", "data"],
+            "additionalProperties": False,
+            "properties": {"status": {"const": "success"},
+                           "time": {"type": "number",
+                                    "description": "Server-side processing seconds."},
+                           "data": data_ref}}
+
+
+def _responses(path: str, info: framework.EndpointInfo, data_refs: dict) -> dict:
+    responses: dict[str, Any] = {}
+    if info.response is not None:
+        responses[str(info.status)] = {"description": "Success.", "content": {
+            "application/json": {"schema": envelope(data_refs[info.response])}}}
     if info.raw:
-        responses = {"default": {"description": "Answered outside the envelope "
-                                 "(redirect, image or document)."}}
-    else:
-        responses = {str(info.status): {"description": "Success.", "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/SuccessEnvelope"}}}}}
+        responses["default"] = {"description": "Answered outside the envelope "
+                                "(redirect, image or document)."}
+    elif info.response is None:
+        raise TypeError(f"{info.method} {path} declares no response shape "
+                        "(@endpoint(..., response=...))")
     codes = []
     if info.auth != NONE:
         codes += ["Unauthorized", "Forbidden"]
@@ -152,6 +176,8 @@ def _responses(path: str, info: framework.EndpointInfo) -> dict:
         codes.append("NotFound")
     if info.body is not None or info.method in ("POST", "PATCH", "PUT"):
         codes += ["ParameterMissing", "PayloadTooLarge", "ValidationError"]
+    if info.idempotent:
+        codes.append("IdempotencyInProgress")
     responses.update(_ref(code) for code in codes)
     return dict(sorted(responses.items()))
 
@@ -174,14 +200,30 @@ def _operation_ids(table: list[tuple[str, framework.EndpointInfo]]) -> dict[int,
     return ids
 
 
-def _body_schemas(models: list[type]) -> tuple[dict[type, dict], dict[str, Any]]:
+def _model_schemas(bodies: list[type], answers: list[type]) \
+        -> tuple[dict[type, dict], dict[type, dict], dict[str, Any]]:
+    """$refs of the request bodies (pydantic models, as validated) and of the answers' data
+    (chalicelib/shapes TypedDicts, as serialised), and the component schemas they point to."""
+    from pydantic import TypeAdapter
     from pydantic.json_schema import models_json_schema
 
-    if not models:
-        return {}, {}
-    refs, top = models_json_schema([(model, "validation") for model in models],
-                                   ref_template="#/components/schemas/{model}")
-    return {model: schema for (model, _), schema in refs.items()}, top.get("$defs", {})
+    ref = "#/components/schemas/{model}"
+    body_refs: dict[type, dict] = {}
+    definitions: dict[str, Any] = {}
+    if bodies:
+        refs, top = models_json_schema([(m, "validation") for m in bodies], ref_template=ref)
+        body_refs = {m: schema for (m, _), schema in refs.items()}
+        definitions.update(top.get("$defs", {}))
+    data_refs: dict[type, dict] = {}
+    if answers:
+        refs, top = TypeAdapter.json_schemas(
+            [(m, "serialization", TypeAdapter(m)) for m in answers], ref_template=ref)
+        data_refs = {m: schema for (m, _), schema in refs.items()}
+        clash = definitions.keys() & top.get("$defs", {}).keys()
+        if clash:  # a body model and a record shape may not share a name
+            raise TypeError(f"schema names used twice: {sorted(clash)}")
+        definitions.update(top.get("$defs", {}))
+    return body_refs, data_refs, definitions
 
 
 def _health_operation() -> dict:
@@ -197,9 +239,12 @@ def _health_operation() -> dict:
 
 def generate() -> dict:
     table = _route_table()
-    models = sorted({info.body for _, info in table if info.body is not None},
-                    key=lambda m: (m.__name__, m.__module__))
-    body_refs, definitions = _body_schemas(models)
+    bodies = {info.body for _, info in table if info.body is not None}
+    bodies |= {info.body.ENTRY for _, info in table if info.array_field}
+    models = sorted(bodies, key=lambda m: (m.__name__, m.__module__))
+    answers = sorted({info.response for _, info in table if info.response is not None},
+                     key=lambda m: (m.__name__, m.__module__))
+    body_refs, data_refs, definitions = _model_schemas(models, answers)
     op_ids = _operation_ids(table)
 
     paths: dict[str, dict] = {"/health": _health_operation()}
@@ -209,14 +254,25 @@ def generate() -> dict:
             "summary": _summary(info),
             "tags": [_tag(path)],
             "security": _SECURITY[info.auth],
-            "responses": _responses(path, info),
+            "responses": _responses(path, info, data_refs),
         }
         params = _parameters(path) + [param.openapi() for param in info.query]
+        if info.idempotent:
+            params.append(IDEMPOTENCY_HEADER)
         if params:
             operation["parameters"] = params
         if info.body is not None:
+            schema = body_refs[info.body]
+            if info.array_field:  # the bare-array form of the batch routes
+                field = info.body.model_fields[info.array_field]
+                limits = {**{"minItems": m.min_length for m in field.metadata
+                             if isinstance(m, MinLen)},
+                          **{"maxItems": m.max_length for m in field.metadata
+                             if isinstance(m, MaxLen)}}
+                schema = {"anyOf": [schema, {"type": "array", **limits,
+                                             "items": body_refs[info.body.ENTRY]}]}
             operation["requestBody"] = {"required": True, "content": {
-                "application/json": {"schema": body_refs[info.body]}}}
+                "application/json": {"schema": schema}}}
         paths.setdefault(path, {})[info.method.lower()] = operation
 
     return {

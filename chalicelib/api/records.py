@@ -1,18 +1,23 @@
-"""Record shapes of management resources in responses (the spec leaves them open; we follow
-what Postal's and Postmark's users know). One function per resource."""
+"""Records of management resources in responses (the spec leaves them open; we follow what
+Postal's and Postmark's users know). One function per resource, each built to its shape in
+chalicelib/shapes/management.py."""
 from __future__ import annotations
 
 from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
                                   Server)
 from chalicelib.services import domains as domain_service
+from chalicelib.shapes import builds
+from chalicelib.shapes import management as shape
 
 
+@builds(shape.Organization)
 def organization(org: Organization) -> dict:
     return {"id": org.id, "uuid": org.uuid, "name": org.name, "permalink": org.permalink,
             "time_zone": org.time_zone, "created_at": org.created_at,
             "updated_at": org.updated_at}
 
 
+@builds(shape.Server)
 def server(srv: Server) -> dict:
     return {"id": srv.id, "uuid": srv.uuid, "name": srv.name, "permalink": srv.permalink,
             "organization": srv.organization.permalink if srv.organization else None,
@@ -20,16 +25,49 @@ def server(srv: Server) -> dict:
             "suspension_reason": srv.suspension_reason, "ip_pool_id": srv.ip_pool_id,
             "track_opens": srv.track_opens, "track_clicks": srv.track_clicks,
             "message_retention_days": srv.message_retention_days,
+            "send_limit_per_hour": srv.send_limit_per_hour,
+            "send_limit_per_day": srv.send_limit_per_day,
+            "send_limit_action": srv.send_limit_action, "send_limits": send_limits_usage(srv),
             "created_at": srv.created_at, "updated_at": srv.updated_at}
 
 
+def send_limits_usage(srv: Server) -> dict:
+    """The limits with this hour's and day's use (counted in the database)."""
+    from sqlalchemy.orm import object_session
+
+    from chalicelib.services import send_limits
+
+    # Counted only while a limit is set: without one there is nothing to read.
+    return send_limits.usage(object_session(srv) if send_limits.limits(srv) else None, srv)
+
+
+@builds(shape.Domain)
 def domain(dom: Domain) -> dict:
+    from chalicelib.services import dkim_rotation
+
+    check = dom.dns_check or {}
     return {"id": dom.id, "uuid": dom.uuid, "name": dom.name, "verified": dom.verified,
             "verified_at": dom.verified_at, "dkim_selector": dom.dkim_selector,
             "track_opens": dom.track_opens, "track_clicks": dom.track_clicks,
-            "dns_records": domain_service.dns_records(dom), "created_at": dom.created_at}
+            "return_path": {"host": dom.return_path_host,
+                            "name": domain_service.return_path_name(dom),
+                            "verified": dom.return_path_verified_at is not None,
+                            "verified_at": dom.return_path_verified_at},
+            "tracking": None if not dom.tracking_host else {
+                "host": dom.tracking_host, "name": domain_service.tracking_name(dom),
+                "verified": dom.tracking_verified_at is not None,
+                "verified_at": dom.tracking_verified_at},
+            "dkim_keys": dkim_rotation.record(dom),
+            "dns_records": domain_service.dns_records(dom),
+            # The last DNS check as GET .../check answered it (kept, not looked up again).
+            "dns_check": None if dom.checked_at is None else {
+                "checked_at": dom.checked_at,
+                "problems": sum(r["status"] != "ok" for r in check.get("records") or []),
+                "records": check.get("records") or []},
+            "created_at": dom.created_at}
 
 
+@builds(shape.Credential)
 def credential(cred: Credential, key: str | None = None) -> dict:
     record = {"id": cred.id, "uuid": cred.uuid, "type": cred.type, "name": cred.name,
               "hold": cred.hold, "key_hint": cred.key_hint, "ip_range": cred.ip_range,
@@ -40,11 +78,13 @@ def credential(cred: Credential, key: str | None = None) -> dict:
     return record
 
 
+@builds(shape.IPAddress)
 def ip_address(addr: IPAddress) -> dict:
     return {"id": addr.id, "ip_pool_id": addr.ip_pool_id, "ipv4": addr.ipv4, "ipv6": addr.ipv6,
             "hostname": addr.hostname, "priority": addr.priority, "created_at": addr.created_at}
 
 
+@builds(shape.IPPool)
 def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
     record = {"id": pool.id, "uuid": pool.uuid, "name": pool.name, "default": pool.is_default,
               "created_at": pool.created_at}
@@ -53,6 +93,7 @@ def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
     return record
 
 
+@builds(shape.AdminApiKey)
 def admin_api_key(key: AdminApiKey, secret: str | None = None) -> dict:
     record = {"id": key.id, "uuid": key.uuid, "name": key.name, "key_hint": key.key_hint,
               "seeded": key.seeded, "last_used_at": key.last_used_at,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -9,7 +10,24 @@ import threading
 from chalicelib.config import ConfigError, get_settings
 
 
+# What a newcomer's `make run` means unless they say otherwise: readable log lines, and no
+# mail leaving the machine (DELIVERY_RELAY=mx or host:port to deliver for real).
+LOCAL_DEFAULTS = {"LOG_FORMAT": "text", "DELIVERY_RELAY": "capture"}
+
+
+def _outgoing(settings) -> str:
+    relay = settings.delivery_relay.strip()
+    if relay.lower() == "capture":
+        return (f"captured in {settings.capture_dir}/<token>.eml, shown as Sent, never sent "
+                "(DELIVERY_RELAY=mx or host:port to deliver)")
+    if relay and relay.lower() != "mx":
+        return f"relayed through {relay} (DELIVERY_RELAY)"
+    return "delivered to the recipients' MX hosts over the internet (DELIVERY_RELAY=mx)"
+
+
 def main() -> int:
+    for name, value in LOCAL_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         settings = get_settings()
     except ConfigError as exc:
@@ -22,12 +40,24 @@ def main() -> int:
     sys.path.insert(0, ".")
     from app import app  # noqa: E402  (the Chalice app at the repository root)
     from chalicelib.local.stack import LocalStack
+    from chalicelib.services.keys import startup_warnings
 
     stack = LocalStack(app).start()
-    print(f"HTTP API     {stack.base_url}  (GET /health)", flush=True)
+    print(f"console      {stack.base_url}/  (open it in a browser; the first visit offers to "
+          "create the instance admin)", flush=True)
+    print(f"HTTP API     {stack.base_url}/api/v2  (GET /health)", flush=True)
     print(f"SMTP gateway {settings.host}:{stack.smtp_port}", flush=True)
     print(f"database     {settings.database_url}", flush=True)
     print("queue        in-process workers and sweeper; Ctrl-C stops everything", flush=True)
+    print(f"outgoing     {_outgoing(settings)}", flush=True)
+    if settings.metrics_backend == "prometheus":
+        print(f"metrics      {stack.base_url}/metrics (Prometheus text)", flush=True)
+    print(f"logs         {settings.log_format} lines on stdout (LOG_FORMAT=json|text)", flush=True)
+    if settings.admin_api_key:
+        print("admin key    seeded from ADMIN_API_KEY (a key seeded from a different value "
+              "earlier is revoked)", flush=True)
+    for line in stack.notes + startup_warnings(settings):
+        print(f"WARNING      {line}", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

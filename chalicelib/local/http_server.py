@@ -8,8 +8,9 @@ import threading
 
 from chalice.config import Config
 from chalice.local import (ChaliceRequestHandler, CustomLocalChalice, ForbiddenError, LocalChalice,
-                          LocalDevServer)
+                          LocalDevServer, ThreadedHTTPServer)
 
+from chalicelib import console
 from chalicelib.config import get_settings
 
 
@@ -54,8 +55,29 @@ class RequestHandler(ChaliceRequestHandler):
             return
         super()._generic_handle()
 
+    def _send_console(self) -> bool:
+        """History routing: a browser asking for any other page gets the console, which
+        routes it (or says it does not know it). /api/... always keeps the JSON envelope."""
+        path = self.path.split("?")[0]
+        if self.command != "GET" or path.startswith("/api/") or \
+                not console.wants_html(self.headers.get("accept")):
+            return False
+        found = console.index()
+        if found is None:
+            return False
+        body, content_type = found
+        self.send_response(200)
+        for name, value in console.headers(content_type).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return True
+
     def _send_error_response(self, error) -> None:
         if isinstance(error, ForbiddenError):  # Chalice's "no such route"
+            if self._send_console():
+                return
             self._reply(404, _envelope("NotFound", f"no route for {self.command} {self.path.split('?')[0]}"))
             return
         super()._send_error_response(error)
@@ -70,6 +92,21 @@ class RequestHandler(ChaliceRequestHandler):
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 
 
+# Connections the kernel holds while every handler is busy. http.server's default is 5: a burst
+# of parallel clients (the console, a test, an attack) got connection resets, not a wait.
+# Linux caps it at net.core.somaxconn (4096 on current kernels).
+LISTEN_BACKLOG = 1024
+
+
+class BurstTolerantServer(ThreadedHTTPServer):
+    """One thread per connection (as `chalice local`), behind a real accept backlog."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+    # The threads of open connections are joined at shutdown otherwise (keep-alive clients).
+    block_on_close = False
+
+
 class HttpServer:
     def __init__(self, app, host: str, port: int):
         config = Config(chalice_stage="dev", user_provided_params={}, config_from_disk={})
@@ -77,8 +114,8 @@ class HttpServer:
             # As `chalice local` does: make current_request thread-local for a threaded server.
             CustomLocalChalice.__bases__ = (LocalChalice, app.__class__)
             app.__class__ = CustomLocalChalice
-        self._server = LocalDevServer(app, config, host, port, handler_cls=RequestHandler)
-        self._server.server.daemon_threads = True
+        self._server = LocalDevServer(app, config, host, port, handler_cls=RequestHandler,
+                                      server_cls=BurstTolerantServer)
         self.port = self._server.server.server_address[1]
         self._thread = threading.Thread(target=self._server.server.serve_forever,
                                         name="http-server", daemon=True)

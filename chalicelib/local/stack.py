@@ -3,6 +3,7 @@ the installation key, the HTTP API, the SMTP gateway, queue workers and the swee
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -10,7 +11,8 @@ from chalicelib import queues
 from chalicelib.config import Settings, get_settings
 from chalicelib.db import migrate, session_scope
 from chalicelib.local.http_server import HttpServer
-from chalicelib.services import admin_keys, keys
+from chalicelib.db.models import Message, WebhookRequest
+from chalicelib.services import admin_keys, claims, keys
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.workers import dispatch, retention, sweeper
 from chalicelib.workers.registry import load_workers
@@ -18,13 +20,20 @@ from chalicelib.workers.registry import load_workers
 log = logging.getLogger(__name__)
 
 
-def prepare(settings: Settings) -> None:
-    """What every start needs: the schema at head, the installation key, the seeded key."""
+def prepare(settings: Settings) -> list[str]:
+    """What every start needs: the schema at head, the installation key, the seeded key.
+    Returns the banner's notes: keys seeded from an earlier ADMIN_API_KEY that were revoked."""
     migrate.upgrade(settings.database_url)
     keys.signing_key()
+    with session_scope() as db:  # the in-process queue died with the last process
+        claims.forget_wakeups(db, Message, WebhookRequest)
+    notes = []
     if settings.admin_api_key:
         with session_scope() as db:
-            admin_keys.seed_key(db, settings.admin_api_key)
+            _, revoked = admin_keys.seed_key(db, settings.admin_api_key)
+            notes = [f"ADMIN_API_KEY changed: the previously seeded admin key {k.key_hint} "
+                     "was revoked" for k in revoked]
+    return notes
 
 
 class LocalStack:
@@ -40,27 +49,47 @@ class LocalStack:
             else sweep_interval
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        self._checker: threading.Thread | None = None
         self.http: HttpServer | None = None
         self.gateway: Gateway | None = None
+        self.notes: list[str] = []
 
     @property
     def base_url(self) -> str:
         return f"http://{self.settings.host}:{self.http_port}"
 
     def start(self) -> "LocalStack":
-        prepare(self.settings)
+        self.notes = prepare(self.settings)
         load_workers()
         queues.set_port(self.port)
-        self.port.start(dispatch.dispatch)
+        self.port.start(dispatch.dispatch, dispatch.dispatch_batch)
         self.http = HttpServer(self.app, self.settings.host, self.http_port)
         self.http_port = self.http.port
+        if self.http_port != self.settings.port and not self.settings.public_url:
+            # Bound to another port than PORT (port 0 in tests): links for people and
+            # tracking must name the address really listening, not PORT's.
+            os.environ["PUBLIC_URL"] = self.base_url
         self.http.start()
         self.gateway = Gateway(self.settings.host, self.smtp_port)
         self.gateway.start()
         self.smtp_port = self.gateway.port
         self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)
         self._sweeper.start()
+        self._checker = threading.Thread(target=self._domain_check_loop, name="domain-checks",
+                                         daemon=True)
+        self._checker.start()
         return self
+
+    def _domain_check_loop(self) -> None:
+        # The periodic DNS re-check of verified domains (AWS: an hourly schedule), in its own
+        # thread: slow DNS must not hold up the sweeper. Same cadence as retention.
+        from chalicelib.services import domain_checks
+
+        while not self._stop.wait(self.settings.retention_interval_seconds):
+            try:
+                domain_checks.run_scheduled()
+            except Exception:  # noqa: BLE001
+                log.exception("domain checks failed")
 
     def _sweep_loop(self) -> None:
         # First sweep at start: wake-ups held in memory died with the previous process.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import case, exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -16,6 +16,8 @@ from chalicelib.config import get_settings
 from chalicelib.db.models import Membership, PasswordResetToken, User, UserSession
 from chalicelib.services import audit, passwords, sessions, totp
 from chalicelib.services.tokens import generate_secret, hash_secret
+from chalicelib.shapes import builds
+from chalicelib.shapes import accounts as shape
 
 NAME_FIELDS = ("first_name", "last_name")
 
@@ -35,8 +37,13 @@ def find_by_email(db: Session, email: str) -> User | None:
     return db.scalar(select(User).where(User.email_address == email))
 
 
+def any_user_exists(db: Session) -> bool:
+    """False only on a new installation (the console then offers its first-run page)."""
+    return bool(db.scalar(select(exists().where(User.id.isnot(None)))))
+
+
 def frontend_link(path: str) -> str | None:
-    base = get_settings().auth_frontend_url.rstrip("/")
+    base = get_settings().effective_frontend_url
     return f"{base}/{path}" if base else None
 
 
@@ -81,27 +88,83 @@ def is_locked(user: User) -> bool:
 
 
 def _locked_error(user: User) -> errors.AccountLocked:
+    if user.locked_until is None:  # lifted between the refusal and this message
+        return errors.AccountLocked("too many failed logins; try again later")
     until = user.locked_until.replace(microsecond=0).isoformat() + "Z"
     return errors.AccountLocked(f"too many failed logins; the account is locked until {until}")
 
 
-def _register_failure(db: Session, user: User, client: audit.Client, reason: str,
-                      error: errors.ServiceError, event: str = "login_failed"):
-    """Count a failed attempt (atomically: concurrent guesses all count), lock the account when
-    the limit is reached, commit, raise."""
+def _unlocked(now):
+    return or_(User.locked_until.is_(None), User.locked_until <= now)
+
+
+def _reserve_attempt(db: Session, user: User, client: audit.Client, event: str):
+    """Count this attempt as a failure *before* the password is checked, in one conditional
+    UPDATE that also locks when it is the last one allowed, and commit it. Parallel guesses
+    therefore each take a numbered slot: at most ``auth.max_login_attempts`` password checks
+    run per lockout window, however many arrive at once (the counter is reset to 0 as it locks,
+    and no slot is handed out while locked). Returns the lock this attempt set, or None.
+    A locked account is refused here, without a password check."""
     settings = get_settings()
-    count = db.execute(update(User).where(User.id == user.id)
-                       .values(failed_login_attempts=User.failed_login_attempts + 1)
-                       .returning(User.failed_login_attempts)
-                       .execution_options(synchronize_session=False)).scalar_one()
-    user.failed_login_attempts = count
-    if count >= settings.auth_max_login_attempts:
-        user.locked_until = clock.now() + timedelta(minutes=settings.auth_lockout_minutes)
-        user.failed_login_attempts = 0
+    now = clock.now()
+    until = now + timedelta(minutes=settings.auth_lockout_minutes)
+    reaching = User.failed_login_attempts + 1 >= settings.auth_max_login_attempts
+    row = db.execute(update(User).where(User.id == user.id, _unlocked(now))
+                     .values(failed_login_attempts=case((reaching, 0),
+                                                        else_=User.failed_login_attempts + 1),
+                             locked_until=case((reaching, until), else_=User.locked_until))
+                     .returning(User.failed_login_attempts, User.locked_until)
+                     .execution_options(synchronize_session=False)).first()
+    if row is None:
+        user.locked_until = db.scalar(select(User.locked_until).where(User.id == user.id))
+        audit.fail(db, _locked_error(user), event, client, user=user, details="account locked")
+    user.failed_login_attempts, user.locked_until = row
+    db.commit()  # the slot is taken even if this request dies during the check
+    return row.locked_until if row.locked_until == until else None
+
+
+def _fail_attempt(db: Session, user: User, mine, client: audit.Client, reason: str,
+                  error: errors.ServiceError, event: str = "login_failed"):
+    """A failed check: already counted by ``_reserve_attempt``; when that attempt was the one
+    that locked, say so (the lockout event) rather than the plain failure."""
+    if mine is not None:
+        settings = get_settings()
         audit.record(db, event, client, user=user, success=False, details=reason)
         audit.fail(db, _locked_error(user), "lockout", client, user=user,
-                   details=f"{count} failed attempts; locked for {settings.auth_lockout_minutes} minutes")
+                   details=f"{settings.auth_max_login_attempts} failed attempts; "
+                           f"locked for {settings.auth_lockout_minutes} minutes")
     audit.fail(db, error, event, client, user=user, details=reason)
+
+
+def _accept_attempt(db: Session, user: User, mine, client: audit.Client, event: str) -> None:
+    """The password (and code) were right: clear the counter, re-reading the lock in the same
+    statement. If parallel wrong attempts locked the account meanwhile, refuse; a lock this
+    very attempt set (it took the last slot) is lifted."""
+    now = clock.now()
+    allowed = _unlocked(now) if mine is None else or_(_unlocked(now), User.locked_until == mine)
+    done = db.execute(update(User).where(User.id == user.id, allowed)
+                      .values(failed_login_attempts=0, locked_until=None)
+                      .execution_options(synchronize_session=False))
+    if done.rowcount != 1:
+        user.locked_until = db.scalar(select(User.locked_until).where(User.id == user.id))
+        audit.fail(db, _locked_error(user), event, client, user=user,
+                   details="account locked by parallel failed attempts")
+    user.failed_login_attempts = 0
+    user.locked_until = None
+
+
+def _refund_attempt(db: Session, user: User, mine) -> None:
+    """The password was right but the request is not a login attempt yet (TOTP code missing):
+    give its slot back, and lift a lock it set."""
+    if mine is not None:
+        db.execute(update(User).where(User.id == user.id, User.locked_until == mine)
+                   .values(failed_login_attempts=get_settings().auth_max_login_attempts - 1,
+                           locked_until=None)
+                   .execution_options(synchronize_session=False))
+    else:
+        db.execute(update(User).where(User.id == user.id, User.failed_login_attempts > 0)
+                   .values(failed_login_attempts=User.failed_login_attempts - 1)
+                   .execution_options(synchronize_session=False))
 
 
 def login(db: Session, *, email: str, password: str, totp_code: str | None,
@@ -115,21 +178,19 @@ def login(db: Session, *, email: str, password: str, totp_code: str | None,
     if user is None:
         passwords.verify_dummy(password)  # same time as a real check
         audit.fail(db, wrong, "login_failed", client, email=email[:255], details="unknown address")
-    if is_locked(user):
-        audit.fail(db, _locked_error(user), "login_failed", client, user=user,
-                   details="account locked")
+    mine = _reserve_attempt(db, user, client, "login_failed")
     if not passwords.verify(user.password_hash, password):
-        _register_failure(db, user, client, "wrong password", wrong)
+        _fail_attempt(db, user, mine, client, "wrong password", wrong)
     if user.totp_enabled:
         if not totp_code:
+            _refund_attempt(db, user, mine)
             audit.fail(db, errors.TOTPRequired("this account uses two-factor authentication: "
                                                "send totp_code"),
                        "login_failed", client, user=user, details="totp_code missing")
         if not totp.consume_code(db, user, totp_code):
-            _register_failure(db, user, client, "invalid TOTP code",
-                              errors.InvalidTOTPCode("the TOTP code is wrong, expired or already used"))
-    user.failed_login_attempts = 0
-    user.locked_until = None
+            _fail_attempt(db, user, mine, client, "invalid TOTP code",
+                          errors.InvalidTOTPCode("the TOTP code is wrong, expired or already used"))
+    _accept_attempt(db, user, mine, client, "login_failed")
     if passwords.needs_rehash(user.password_hash):
         user.password_hash = passwords.hash_password(password)
     audit.record(db, "login", client, user=user)
@@ -151,12 +212,12 @@ def update_profile(user: User, changes: dict) -> User:
 def check_password(db: Session, user: User, password: str, client: audit.Client,
                    field: str = "password", event: str = "password_check_failed") -> None:
     """Re-authentication for sensitive changes; wrong guesses count toward the lockout too."""
-    if is_locked(user):
-        raise _locked_error(user)
+    mine = _reserve_attempt(db, user, client, event)
     if not passwords.verify(user.password_hash, password):
-        _register_failure(db, user, client, f"wrong {field}",
-                          errors.ValidationError(f"{field}: the password is wrong", field=field),
-                          event=event)
+        _fail_attempt(db, user, mine, client, f"wrong {field}",
+                      errors.ValidationError(f"{field}: the password is wrong", field=field),
+                      event=event)
+    _accept_attempt(db, user, mine, client, event)
 
 
 def set_password(db: Session, user: User, password: str, field: str = "password") -> None:
@@ -184,6 +245,7 @@ RESET_REQUESTED = ("If an account exists for this address, a password reset has 
                    "the operator of this installation hands out reset links.")
 
 
+@builds(shape.PasswordReset)
 def issue_password_reset(db: Session, user: User, client: audit.Client,
                          by: str = "operator") -> dict:
     token = generate_secret("", 32)
@@ -195,6 +257,7 @@ def issue_password_reset(db: Session, user: User, client: audit.Client,
             "expires_at": expires}
 
 
+@builds(shape.ResetRequested)
 def request_password_reset(db: Session, email: str, client: audit.Client,
                            operator: bool) -> dict:
     """Public request: the same answer whether or not the address exists. Only an operator

@@ -6,7 +6,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors
+from chalicelib import clock, errors, observability
 from chalicelib.db.models import AdminApiKey
 from chalicelib.services.tokens import generate_secret, hash_secret, hint
 
@@ -20,8 +20,13 @@ def create_key(db: Session, name: str, created_by_user_id: int | None = None) ->
     return key, secret
 
 
-def seed_key(db: Session, secret: str) -> AdminApiKey:
-    """Make the operator's ADMIN_API_KEY usable (idempotent; un-revokes it if it was revoked)."""
+def seed_key(db: Session, secret: str) -> tuple[AdminApiKey, list[AdminApiKey]]:
+    """Make the operator's ADMIN_API_KEY usable (idempotent; un-revokes it if it was revoked)
+    and revoke every key seeded from an earlier, different ADMIN_API_KEY: changing the
+    variable is how an operator rotates a leaked key, so the old one must stop working.
+    Returns the seeded key and the ones it revoked (recorded in the audit trail)."""
+    from chalicelib.services import audit  # late: audit imports the account models
+
     if len(secret) < 16:
         raise errors.ValidationError("ADMIN_API_KEY must be at least 16 characters long")
     key = db.scalar(select(AdminApiKey).where(AdminApiKey.key_hash == hash_secret(secret)))
@@ -31,12 +36,21 @@ def seed_key(db: Session, secret: str) -> AdminApiKey:
         db.add(key)
     key.revoked_at = None
     db.flush()
-    return key
+    previous = list(db.scalars(select(AdminApiKey).where(
+        AdminApiKey.seeded.is_(True), AdminApiKey.id != key.id,
+        AdminApiKey.revoked_at.is_(None)).order_by(AdminApiKey.id)))
+    for old in previous:
+        old.revoked_at = clock.now()
+        audit.record(db, "admin_api_key_revoked", details=(
+            f"key {old.id} ({old.key_hint}) by a changed ADMIN_API_KEY at start"))
+    db.flush()
+    return key, previous
 
 
 def authenticate(db: Session, secret: str) -> AdminApiKey:
     key = db.scalar(select(AdminApiKey).where(AdminApiKey.key_hash == hash_secret(secret)))
     if key is None or key.revoked_at is not None:
+        observability.log("admin_key.rejected", "warning", revoked_key_id=key and key.id)
         raise errors.Unauthorized("invalid admin API key")
     now = clock.now()
     if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):

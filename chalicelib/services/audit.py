@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from chalicelib import observability
 from chalicelib.db.models import AuthEvent, User
+from chalicelib.shapes import builds
+from chalicelib.shapes import management as shape
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ def record(db: Session, event: str, client: Client = NO_CLIENT, *, user: User | 
                     details=details)
     db.add(row)
     db.flush()
+    observability.log(f"auth.{event}", "info" if success else "warning", user_id=row.user_id,
+                      email_address=row.email_address, client_ip=row.ip_address, details=details)
     return row
 
 
@@ -60,6 +65,7 @@ def events_query(limit: int, user_id: int | None = None, event: str | None = Non
     return stmt.limit(limit)
 
 
+@builds(shape.AuthEvent)
 def record_dict(row: AuthEvent) -> dict:
     return {"id": row.id, "event": row.event, "success": row.success, "user_id": row.user_id,
             "email_address": row.email_address, "ip_address": row.ip_address,

@@ -1,12 +1,18 @@
 """Bounces: a delivery status notification (RFC 3464) or any other reply arriving at an
-outgoing message's return-path address ``<token>@<RETURN_PATH_DOMAIN>``.
+outgoing message's return-path address ``<token>@<RETURN_PATH_DOMAIN>``, or
+``<token>@<return_path_host>.<domain>`` for a domain with its own return path (that name is
+a CNAME to RETURN_PATH_DOMAIN, so its mail reaches the same gateway).
 
 The token in the local part names the original message (scope outgoing, not itself a
 bounce). The DSN is stored as a Message with ``bounce`` true and ``original_message_id``, its
 parsed report (status code, action, diagnostic, recipient, remote MTA) in the message's
 metadata. A hard bounce (action ``failed`` or a 5.x.x status) marks the original ``Bounced``
 and suppresses its recipient like a hard delivery failure; a delay report (4.x.x) is only
-recorded.
+recorded. Each report carries a category (services/bounce_categories.py) from its status code
+and diagnostic, also set on the original as ``bounce_category``.
+
+A feedback report (ARF) arriving at a return path is a complaint, handled by
+services/complaints.py and stored here the same way (bounce_type ``complaint``).
 """
 from __future__ import annotations
 
@@ -16,10 +22,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from chalicelib import errors
+from chalicelib import errors, observability
 from chalicelib.config import get_settings
-from chalicelib.db.models import Message, Submission
+from chalicelib.db.models import Domain, Message, Submission
 from chalicelib.services import inbound
+from chalicelib.shapes import builds
+from chalicelib.shapes import messaging as shape
 
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
@@ -31,6 +39,15 @@ _SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
 def is_return_path(address: str) -> bool:
     return address.rpartition("@")[2].lower().rstrip(".") == \
         get_settings().effective_return_path_domain.lower()
+
+
+def is_domain_return_path(db: Session, address: str) -> bool:
+    """``address`` is at a sending domain's own return-path host (``rp.example.com``)."""
+    host, _, name = address.rpartition("@")[2].lower().rstrip(".").partition(".")
+    if not host or "." not in name:
+        return False
+    return db.scalar(select(Domain.id).where(Domain.name == name,
+                                             Domain.return_path_host == host).limit(1)) is not None
 
 
 def original_for(db: Session, address: str) -> Message | None:
@@ -116,6 +133,14 @@ def parse_dsn(raw: bytes) -> dict:
         report["type"] = "soft"
     else:
         report["type"] = None
+    if report["type"] is not None:
+        from chalicelib.services import bounce_categories
+
+        report["category"] = bounce_categories.classify(
+            status=report["status"] if _STATUS.fullmatch(report["status"] or "") else None,
+            text=report["diagnostic"])
+    else:
+        report["category"] = None
     return report
 
 
@@ -134,13 +159,36 @@ def _subject(raw: bytes) -> str | None:
 
 
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
-    """Store a bounce for the message behind ``rcpt_to``; None when no message matches."""
-    from chalicelib.services import suppressions
+    """Store a bounce (or a complaint) for the message behind ``rcpt_to``; None when no
+    message matches."""
+    from chalicelib.services import complaints, suppressions
 
     original = original_for(db, rcpt_to)
     if original is None:
         return None
+    complaint = complaints.parse(raw)
+    if complaint is not None:
+        return complaints.receive(db, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                                  report=complaint)
     report = parse_dsn(raw)
+    bounce = store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
+    if report["type"] == "hard":
+        detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
+        original.status = "Bounced"
+        original.held = False
+        original.next_attempt_at = None
+        original.status_details = f"bounced: {detail}" if detail else "bounced"
+        original.bounce_category = report["category"]
+        suppressions.suppress(db, original.server_id, original.rcpt_to, reason="HardBounce",
+                              origin="bounce",
+                              details=f"hard bounce: {detail}"[:1000] if detail else "hard bounce")
+    db.flush()
+    return bounce
+
+
+def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: bytes,
+          report: dict) -> Message:
+    """The bounce (or complaint) row for ``original``, its parsed ``report`` in metadata."""
     submission = Submission(server_id=original.server_id, size=len(raw), raw=raw)
     db.add(submission)
     db.flush()
@@ -148,24 +196,24 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
                      token=inbound.new_token(), scope="incoming", bounce=True,
                      rcpt_to=rcpt_to[:255], mail_from=(mail_from or "")[:255],
                      subject=_subject(raw), size=len(raw), original_message_id=original.id,
-                     status="Processed", metadata_json={"dsn": report})
+                     status="Processed", metadata_json={"dsn": report},
+                     bounce_category=report.get("category"))
     db.add(bounce)
-    if report["type"] == "hard":
-        detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
-        original.status = "Bounced"
-        original.held = False
-        original.next_attempt_at = None
-        original.status_details = f"bounced: {detail}" if detail else "bounced"
-        suppressions.suppress(db, original.server_id, original.rcpt_to,
-                              f"hard bounce: {detail}"[:1000] if detail else "hard bounce",
-                              "bounce")
     db.flush()
+    observability.count("bounced", report["type"] == "hard")
+    observability.log("bounce.received", "warning", bounce_id=bounce.id,
+                      original_message_id=original.id, token=original.token,
+                      server_id=original.server_id, rcpt_to=original.rcpt_to,
+                      type=report["type"], status=report["status"],
+                      diagnostic=report["diagnostic"])
     return bounce
 
 
-def list_stmt(server_id: int):
-    return (select(Message).where(Message.server_id == server_id, Message.bounce.is_(True))
-            .order_by(Message.id.desc()))
+def list_stmt(server_id: int, category: str | None = None):
+    stmt = select(Message).where(Message.server_id == server_id, Message.bounce.is_(True))
+    if category is not None:
+        stmt = stmt.where(Message.bounce_category == category)
+    return stmt.order_by(Message.id.desc())
 
 
 def find(db: Session, server_id: int, bounce_id: int) -> Message:
@@ -175,6 +223,7 @@ def find(db: Session, server_id: int, bounce_id: int) -> Message:
     return bounce
 
 
+@builds(shape.Bounce)
 def record(db: Session, bounce: Message) -> dict:
     report = (bounce.metadata_json or {}).get("dsn") or {}
     original = db.get(Message, bounce.original_message_id) if bounce.original_message_id else None
@@ -182,6 +231,7 @@ def record(db: Session, bounce: Message) -> dict:
             "rcpt_to": bounce.rcpt_to, "mail_from": bounce.mail_from, "subject": bounce.subject,
             "size": bounce.size, "status_code": report.get("status"),
             "action": report.get("action"), "bounce_type": report.get("type"),
+            "category": report.get("category"),
             "diagnostic": report.get("diagnostic"),
             "final_recipient": report.get("final_recipient"),
             "remote_mta": report.get("remote_mta"), "reporting_mta": report.get("reporting_mta"),
@@ -190,4 +240,8 @@ def record(db: Session, bounce: Message) -> dict:
                 "id": original.id, "token": original.token, "rcpt_to": original.rcpt_to,
                 "mail_from": original.mail_from, "subject": original.subject,
                 "status": original.status},
+            "complaint": None if report.get("type") != "complaint" else {
+                k: report.get(k) for k in (
+                    "feedback_type", "user_agent", "original_mail_from", "original_rcpt_to",
+                    "arrival_date", "source_ip", "reported_domain")},
             "created_at": bounce.created_at}

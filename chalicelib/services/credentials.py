@@ -8,7 +8,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from chalicelib import clock, errors
+from chalicelib import clock, errors, observability
 from chalicelib.db.models import Credential, Server
 from chalicelib.services.tokens import generate_secret, hash_secret, hint
 
@@ -68,6 +68,7 @@ def authenticate_key(db: Session, key: str | None, type: str) -> Credential:
     credential = db.scalar(select(Credential).options(joinedload(Credential.server))
                            .where(Credential.key_hash == hash_secret(key)))
     if credential is None or credential.type != type:
+        observability.log("credential.rejected", "warning", credential_type=type)
         raise errors.Unauthorized("invalid credential")
     if credential.hold:
         raise errors.Unauthorized("this credential is on hold")

@@ -1,6 +1,7 @@
 """One delivery attempt of one outgoing message over SMTP (no database in here).
 
-``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set, else the recipient
+``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set (``capture``: kept on
+disk, see services/capture.py; ``mx``: as when empty), else the recipient
 domain's MX hosts in preference order (equal preferences shuffled), else the domain itself
 when it has A/AAAA records but no MX (RFC 5321 5.1). A null MX (RFC 7505) or a domain that
 does not exist is a permanent failure; a DNS timeout is a temporary one.
@@ -12,10 +13,12 @@ not verified, since MX certificates rarely match and a refusal would only push t
 plain text). ``before_data`` is called right before the DATA command, so the caller can
 record that the end-of-data stage is about to be reached (see workers/delivery.py).
 
-Connections are reused: after a message was accepted, the session stays open (per thread, per
-host, at most IDLE_REUSE_SECONDS idle) and the next message to the same host starts with MAIL
-FROM on it, as Postfix's connection cache does. A cached session found dead before MAIL is
-replaced by a fresh one; nothing of the new message had been sent, so this is safe.
+Connections are reused: after a session answered a message (accepted it, or refused it with
+anything but 421), it stays open (per thread, per host, at most IDLE_REUSE_SECONDS idle) and
+the next message to the same host starts with MAIL FROM on it (RSET first when the previous
+transaction was left half-way), as
+Postfix's connection cache does. A cached session found dead (or answering 421) at RSET or
+MAIL is replaced by a fresh one; nothing of the new message had been sent, so this is safe.
 
 Outcomes: 2xx after DATA -> Sent; a 5xx to MAIL, RCPT or DATA -> HardFail; a 4xx, a dropped
 connection, a timeout or no reachable host -> SoftFail.
@@ -35,6 +38,7 @@ from chalicelib.services import dns_lookup
 
 SENT, SOFT, HARD = "Sent", "SoftFail", "HardFail"
 MAX_OUTPUT = 1000
+CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept on disk, never sent (services/capture)
 
 
 @dataclass
@@ -75,8 +79,11 @@ def parse_relay(value: str) -> tuple[str, int]:
 def targets(domain: str) -> list[tuple[str, int]]:
     """(host, port) pairs to try for ``domain``; raises TargetError when there are none."""
     settings = get_settings()
-    if settings.delivery_relay:
-        return [parse_relay(settings.delivery_relay)]
+    relay = settings.delivery_relay.strip()
+    if relay.lower() == "capture":
+        return [CAPTURE]
+    if relay and relay.lower() != "mx":
+        return [parse_relay(relay)]
     lifetime = min(30.0, settings.delivery_timeout_seconds)
     try:
         answer = dns_lookup.resolve(domain, "MX", lifetime)
@@ -131,18 +138,18 @@ def _take_cached(host: str, port: int):
     entry = conns.pop((host, port), None)
     if entry is None:
         return None
-    smtp, tls, since = entry
+    smtp, tls, clean, since = entry
     if time.monotonic() - since > IDLE_REUSE_SECONDS:
         _close(smtp)
         return None
-    return smtp, tls
+    return smtp, tls, clean
 
 
-def _put_cached(host: str, port: int, smtp, tls: bool) -> None:
+def _put_cached(host: str, port: int, smtp, tls: bool, clean: bool) -> None:
     conns: dict = _cache.__dict__.setdefault("conns", {})
     while len(conns) >= MAX_CACHED:
         _close(conns.pop(next(iter(conns)))[0])
-    conns[(host, port)] = (smtp, tls, time.monotonic())
+    conns[(host, port)] = (smtp, tls, clean, time.monotonic())
 
 
 def _close(smtp) -> None:
@@ -168,6 +175,8 @@ def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: by
     """Try ``hosts`` in order; returns the Outcome of the host that answered the envelope
     (or the last failure when none did)."""
     started = time.perf_counter()
+    if hosts == [CAPTURE]:
+        return _capture(mail_from, rcpt_to, data, started)
     tried: list[str] = []
     last = Outcome(SOFT, "no host to try")
     for host, port in hosts:
@@ -187,6 +196,21 @@ def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: by
     if last.status == SOFT and last.stage == "connect" and len(tried) > 1:
         last.details = f"no host accepted a connection ({', '.join(tried)}): {last.details}"
     return last
+
+
+def _capture(mail_from: str, rcpt_to: str, data: bytes, started: float) -> Outcome:
+    from chalicelib.services import capture
+
+    try:
+        path = capture.keep(mail_from=mail_from, rcpt_to=rcpt_to, data=data)
+    except OSError as exc:
+        return Outcome(SOFT, f"could not capture the message: {_describe(exc)}",
+                       host=capture.HOST, tried=[capture.HOST],
+                       duration_ms=int((time.perf_counter() - started) * 1000))
+    return Outcome(SENT, f"captured (DELIVERY_RELAY=capture), not sent: {path}",
+                   host=capture.HOST, code=250, output=f"captured in {path}", stage="done",
+                   tried=[capture.HOST],
+                   duration_ms=int((time.perf_counter() - started) * 1000))
 
 
 def _classify(outcome: Outcome, code: int, reply, stage: str, what: str) -> None:
@@ -236,9 +260,17 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
               data: bytes, before_data) -> None:
     cached = _take_cached(host, port)
     if cached is not None:
-        smtp, outcome.tls = cached
+        smtp, outcome.tls, clean = cached
         try:
-            code, reply = smtp.mail(mail_from)
+            # After a transaction that ended with the reply to its data the server has
+            # already reset its state (RFC 5321 4.1.1.4); after one left half-way (a refused
+            # recipient) RSET clears it. Either way nothing of this message was sent before
+            # the session proved alive, so a dead one is safely replaced.
+            code = 250 if clean else smtp.rset()[0]
+            if code == 250:
+                code, reply = smtp.mail(mail_from)
+            else:
+                code = 421
         except (OSError, smtplib.SMTPException):
             code, reply = 421, b"cached session lost"
         if code == 421:  # the server ended the idle session: start a fresh one
@@ -248,7 +280,7 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
         outcome.tls = False
         smtp = _open(host, port, outcome)
         code = None
-    keep = False
+    broken = completed = False
     try:
         if code is None:
             code, reply = smtp.mail(mail_from)
@@ -262,19 +294,22 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
         outcome.stage = "data"
         try:
             code, reply = smtp.data(data)
+            completed = True
         except smtplib.SMTPDataError as exc:  # DATA itself refused (no 354)
             return _classify(outcome, exc.smtp_code, exc.smtp_error, "data", "the message")
         _classify(outcome, code, reply, "done" if 200 <= code < 300 else "data", "the message")
-        keep = outcome.status == SENT
     except (OSError, smtplib.SMTPException) as exc:
+        broken = True
         outcome.status = SOFT
         if outcome.stage == "connect":
             outcome.stage = "envelope"
         outcome.details = f"connection to {outcome.host} failed during the " \
                           f"{outcome.stage} stage: {_describe(exc)}"
     finally:
-        if keep:
-            _put_cached(host, port, smtp, outcome.tls)
+        # A session that answered (even a refusal) serves the next message; one
+        # that failed or is closing (421) does not.
+        if not broken and outcome.code is not None and outcome.code != 421:
+            _put_cached(host, port, smtp, outcome.tls, completed)
         else:
             _close(smtp)
 

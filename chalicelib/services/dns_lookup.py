@@ -1,11 +1,18 @@
-"""DNS lookups (dnspython) for delivery (MX, A/AAAA) and domain verification (TXT).
+"""DNS lookups (dnspython) for delivery (MX, A/AAAA), domain verification and checks (TXT,
+CNAME, MX), and the host lookups of webhook and endpoint URLs.
 
-One module-level resolver so tests can point every lookup at a DNS server on loopback;
-None means the system's."""
+Every lookup goes to DNS_RESOLVERS when it is set ("host[:port],..."; tests point it at a DNS
+server on loopback), else to the system's resolver. ``resolver`` may still be set directly
+(a test's own dns.resolver.Resolver); it wins over the setting."""
 from __future__ import annotations
 
+import socket
+
 import dns.exception
+import dns.nameserver
 import dns.resolver
+
+from chalicelib.config import get_settings
 
 resolver: dns.resolver.Resolver | None = None
 
@@ -13,14 +20,43 @@ NXDOMAIN = dns.resolver.NXDOMAIN
 NoAnswer = dns.resolver.NoAnswer
 #: The lookup could not be answered (a temporary failure, worth trying again).
 UNAVAILABLE = (dns.exception.Timeout, dns.resolver.NoNameservers, dns.resolver.LifetimeTimeout)
+#: Any other failure of a lookup too (a malformed answer, YXDOMAIN...): what the domain checks
+#: report as ``error`` (the helpers below turn NXDOMAIN and empty answers into "none").
+FAILED = (dns.exception.DNSException,)
+
+_configured: dict[str, dns.resolver.Resolver] = {}
 
 
-def resolve(name: str, rdtype: str, lifetime: float):
-    return (resolver or dns.resolver.get_default_resolver()).resolve(name, rdtype,
-                                                                     lifetime=lifetime)
+def _parse(spec: str) -> list[tuple[str, int]]:
+    servers = []
+    for item in spec.split(","):
+        host, _, port = item.rpartition(":")  # config normalized it to host:port / [v6]:port
+        servers.append((host.strip("[]"), int(port)))
+    return servers
 
 
-def txt_strings(name: str, lifetime: float = 10.0) -> list[str]:
+def current_resolver() -> dns.resolver.Resolver:
+    if resolver is not None:
+        return resolver
+    spec = get_settings().dns_resolvers
+    if not spec:
+        return dns.resolver.get_default_resolver()
+    configured = _configured.get(spec)
+    if configured is None:
+        configured = dns.resolver.Resolver(configure=False)
+        configured.nameservers = [dns.nameserver.Do53Nameserver(host, port)
+                                  for host, port in _parse(spec)]
+        _configured[spec] = configured
+    return configured
+
+
+def resolve(name: str, rdtype: str, lifetime: float | None = None):
+    if lifetime is None:
+        lifetime = get_settings().dns_timeout_seconds
+    return current_resolver().resolve(name, rdtype, lifetime=lifetime)
+
+
+def txt_strings(name: str, lifetime: float | None = None) -> list[str]:
     """The TXT records at ``name``, each one's strings joined (as SPF and DKIM read them);
     [] when the name or its TXT records do not exist. Raises UNAVAILABLE errors."""
     try:
@@ -28,3 +64,54 @@ def txt_strings(name: str, lifetime: float = 10.0) -> list[str]:
     except (NXDOMAIN, NoAnswer):
         return []
     return [b"".join(record.strings).decode("utf-8", "replace") for record in answer]
+
+
+def cname_target(name: str, lifetime: float | None = None) -> str | None:
+    """The target of the CNAME at ``name`` (lower case, no final dot); None when there is none."""
+    try:
+        answer = resolve(name, "CNAME", lifetime)
+    except (NXDOMAIN, NoAnswer):
+        return None
+    return answer[0].target.to_text(omit_final_dot=True).lower()
+
+
+def mx_hosts(name: str, lifetime: float | None = None) -> list[str]:
+    """MX exchanges at ``name`` in preference order (lower case, no final dot)."""
+    try:
+        answer = resolve(name, "MX", lifetime)
+    except (NXDOMAIN, NoAnswer):
+        return []
+    return [r.exchange.to_text(omit_final_dot=True).lower()
+            for r in sorted(answer, key=lambda r: r.preference)]
+
+
+def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+    """``socket.getaddrinfo`` through DNS_RESOLVERS when it is set (A and AAAA records);
+    the system's getaddrinfo otherwise, and always for IP literals and ``localhost``."""
+    if resolver is None and not get_settings().dns_resolvers:
+        return socket.getaddrinfo(host, port, family, type, proto, flags)
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name.strip("[]"))
+        return socket.getaddrinfo(host, port, family, type, proto, flags)
+    except OSError:
+        pass
+    if name.rstrip(".").lower() == "localhost":
+        return socket.getaddrinfo(host, port, family, type, proto, flags)
+    results = []
+    for rdtype, fam in (("A", socket.AF_INET), ("AAAA", socket.AF_INET6)):
+        if family not in (0, fam):
+            continue
+        try:
+            answer = resolve(name, rdtype)
+        except (NXDOMAIN, NoAnswer):
+            continue
+        except UNAVAILABLE as exc:
+            raise socket.gaierror(socket.EAI_AGAIN, f"DNS lookup of {name} failed: {exc}") from None
+        for record in answer:
+            address = (record.address, port) if fam == socket.AF_INET else \
+                (record.address, port, 0, 0)
+            results.append((fam, type or socket.SOCK_STREAM, proto, "", address))
+    if not results:
+        raise socket.gaierror(socket.EAI_NONAME, f"{name} has no A or AAAA record")
+    return results

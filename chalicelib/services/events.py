@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 from chalicelib.db.models import Message, MessageEvent
 
 EVENTS = ("MessageSent", "MessageDelayed", "MessageDeliveryFailed", "MessageHeld")
+# Recorded in a message's history only: the spec's webhooks have exactly the four above.
+HISTORY_EVENTS = ("MessageCancelled",)
 
 Listener = Callable[[Session, Message, MessageEvent], None]
 _listeners: list[Listener] = []
@@ -40,13 +42,15 @@ def add_listener(listener: Listener) -> None:
 
 
 def emit(db: Session, message: Message, event: str, details: str) -> MessageEvent:
-    if event not in EVENTS:
+    if event not in EVENTS and event not in HISTORY_EVENTS:
         raise ValueError(f"unknown event {event}")
     _load_listeners()
     record = MessageEvent(message_id=message.id, server_id=message.server_id, event=event,
                           uuid=str(uuid.uuid4()), details=details)
     db.add(record)
     db.flush()
+    if event in HISTORY_EVENTS:
+        return record
     for listener in list(_listeners):
         listener(db, message, record)
     return record

@@ -10,6 +10,7 @@ so failures are visible on the message.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from datetime import timedelta
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, queues
+from chalicelib import clock, errors, observability, queues
 from chalicelib.config import get_settings
-from chalicelib.db import session_scope
+from chalicelib.db import after_commit, session_scope
 from chalicelib.db.models import Delivery, Message, Route, Submission
 from chalicelib.services import claims
 from chalicelib.services.routes import RouteMatch
@@ -241,6 +242,19 @@ def _record(message_id: int, worker: str, attempt: inbound_endpoints.Attempt) ->
         db.add(Delivery(message_id=message.id, status=status, stage="done", host=attempt.host,
                         code=attempt.code, output=attempt.output, details=attempt.details[:2000],
                         duration_ms=attempt.duration_ms))
+        after_commit(db, functools.partial(_observe, message_id, status, attempt,
+                                           message.attempts))
+
+
+def _observe(message_id: int, status: str, attempt, attempts: int) -> None:
+    from chalicelib.services import inbound_endpoints
+
+    delivered = status == inbound_endpoints.DELIVERED
+    observability.count("inbound_delivered" if delivered else "inbound_failed")
+    observability.log("inbound.delivery", "info" if delivered else "warning",
+                      message_id=message_id, status=status, attempt=attempts, host=attempt.host,
+                      code=attempt.code, duration_ms=attempt.duration_ms,
+                      details=attempt.details)
 
 
 def find_due(db: Session, limit: int, grace: float) -> list[int]:

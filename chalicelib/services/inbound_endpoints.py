@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 from chalicelib.config import get_settings
-from chalicelib.services import keys, signing, url_safety
+from chalicelib.services import installation_keys, url_safety
 
 DELIVERED, RETRY, FAILED = "Delivered", "Retrying", "Failed"
 USER_AGENT = "email-service-inbound/1"
@@ -99,10 +99,11 @@ def _http(endpoint: dict, message: dict, raw: bytes) -> Attempt:
         body, ctype = raw, "message/rfc822"
     else:
         body, ctype = json_payload(message, raw), "application/json"
+    key_id, signature = installation_keys.sign(body)
     headers = {"Content-Type": ctype, "User-Agent": USER_AGENT,
                "X-Service-Message-ID": str(message["id"]),
                "X-Service-Message-Token": message["token"],
-               "X-Service-Signature": signing.sign_body(keys.signing_key(), body)}
+               "X-Service-Signature": signature, "X-Service-Signature-Key": key_id}
     started = time.perf_counter()
     try:
         response = url_safety.post_pinned(url, ips, data=body, headers=headers,
@@ -125,7 +126,7 @@ def _check_smtp_host(host: str, port: int) -> str | None:
     if get_settings().webhooks_allow_private_targets:
         return None
     try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, 0, socket.SOCK_STREAM)
+        infos = url_safety.default_resolver()(host.strip("[]"), port, 0, socket.SOCK_STREAM)
     except OSError as exc:
         return f"cannot resolve {host}: {exc}"
     for info in infos:

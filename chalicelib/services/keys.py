@@ -26,3 +26,16 @@ def secret_box() -> secretbox.SecretBox:
                                           serialization.NoEncryption())
         box = _boxes[cache_key] = secretbox.box_from_settings(settings.encryption_key or None, pem)
     return box
+
+
+ENCRYPTION_KEY_WARNING = (
+    "ENCRYPTION_KEY is not set: secrets at rest (DKIM keys, webhook and endpoint secrets) are "
+    "encrypted with a key derived from the signing key, so whoever holds the signing key can "
+    "read them, and rotating it makes them unreadable. Set ENCRYPTION_KEY (a Fernet key: "
+    "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
+    " before storing real secrets.")
+
+
+def startup_warnings(settings) -> list[str]:
+    """What an operator should hear about at every start (printed and logged)."""
+    return [] if settings.encryption_key.strip() else [ENCRYPTION_KEY_WARNING]

@@ -80,8 +80,12 @@ def create_server(db: Session, org: Organization, *, name: str, permalink: str |
 def update_server(server: Server, changes: dict) -> Server:
     if "mode" in changes and changes["mode"] not in SERVER_MODES:
         raise errors.ValidationError(f"mode: must be one of {', '.join(SERVER_MODES)}", field="mode")
-    for key in ("name", "mode", "track_opens", "track_clicks", "message_retention_days"):
+    for key in ("name", "mode", "track_opens", "track_clicks", "message_retention_days",
+                "send_limit_action"):
         if key in changes and changes[key] is not None:
+            setattr(server, key, changes[key])
+    for key in ("send_limit_per_hour", "send_limit_per_day"):
+        if key in changes:  # an explicit null lifts the limit
             setattr(server, key, changes[key])
     return server
 

@@ -30,6 +30,8 @@ ACTIONS: dict[str, str | None] = {
     "routes.manage": "member",
     "webhooks.read": "member",
     "webhooks.manage": "member",
+    "messages.read": "viewer",      # the messaging surface with a session (X-Server)
+    "messages.manage": "member",
     "suppressions.read": "viewer",
     "suppressions.manage": "member",
     "ip_pools.read": None,

@@ -16,12 +16,13 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock
 from chalicelib.config import get_settings
-from chalicelib.db.models import (Message, OidcLogin, PasswordResetToken, Server,
+from chalicelib.db.models import (BulkJob, DkimKey, IdempotencyKey, InstallationKey, Message,
+                                  OidcLogin, PasswordResetToken, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 
 # Statuses with work still due (outgoing, then inbound).
-PENDING_STATUSES = ("Pending", "SoftFail", "Queued", "Retrying")
+PENDING_STATUSES = ("Pending", "SoftFail", "Scheduled", "Queued", "Retrying")
 BATCH = 1000
 
 
@@ -64,6 +65,9 @@ def prune(db: Session) -> dict[str, int]:
         ("oidc_logins", OidcLogin, OidcLogin.expires_at < grace),
         ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
                                            Suppression.expires_at < grace)),
+        # Retired DKIM and installation keys (no longer listed after retire_at).
+        ("dkim_keys", DkimKey, DkimKey.retire_at < now),
+        ("installation_keys", InstallationKey, InstallationKey.retire_at < now),
     ):
         ids = list(db.scalars(select(model.id).where(condition).limit(BATCH)))
         counts[name] = _delete_ids(db, model, ids)
@@ -73,4 +77,10 @@ def prune(db: Session) -> dict[str, int]:
     counts["smtp_auth_failures"] = db.execute(
         delete(SmtpAuthFailure).where(SmtpAuthFailure.address.in_(spent))
         .execution_options(synchronize_session=False)).rowcount
+    # Idempotency keys answer for 24 hours; a day later nobody can replay them.
+    counts["idempotency_keys"] = db.execute(
+        delete(IdempotencyKey).where(IdempotencyKey.created_at < grace - timedelta(days=1))
+        .execution_options(synchronize_session=False)).rowcount
+    counts["bulk_jobs"] = _delete_ids(db, BulkJob, list(db.scalars(
+        select(BulkJob.id).where(BulkJob.finished_at < now - timedelta(days=30)).limit(BATCH))))
     return counts

@@ -9,6 +9,13 @@ step by chalicelib/db/counters.py) plus short indexed range scans for partial bu
 - Delivery outcomes over time are the MessageSent, MessageDelayed, MessageDeliveryFailed and
   MessageHeld events, from hourly counters, edges (partial hours) from ``message_events``.
 So the cost grows with the number of days (and streams, tags), not with the number of messages.
+- Bounce categories are the exception: ``bounce_categories`` (outgoing messages now
+  SoftFail, HardFail or Bounced, by the category of their last failure or bounce),
+  ``failed_attempt_categories`` (every failed attempt of the range's messages) and
+  ``complaints`` (feedback reports received) are counted from the rows through
+  ``ix_messages_server_category`` (server, category, created): ``bounce_category IS NOT
+  NULL`` skips the messages that never failed, so the cost grows with the server's failures
+  (as far back as retention keeps them), not with all its mail.
 """
 from __future__ import annotations
 
@@ -20,7 +27,10 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.db import counters
-from chalicelib.db.models import ClickEvent, Message, MessageEvent, OpenEvent, StatCounter, Stream
+from chalicelib.db.models import (ClickEvent, Delivery, Message, MessageEvent, OpenEvent,
+                                  StatCounter, Stream)
+from chalicelib.shapes import builds
+from chalicelib.shapes import messaging as shape
 
 DEFAULT_RANGE = timedelta(days=30)
 INTERVALS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -88,6 +98,7 @@ def _counter_rows(db: Session, server_id: int, period: str, start: datetime, end
         .group_by(*columns))
 
 
+@builds(shape.Stats)
 def summary(db: Session, server_id: int, start: datetime | None = None,
             end: datetime | None = None) -> dict:
     start, end = resolve_range(start, end)
@@ -111,8 +122,41 @@ def summary(db: Session, server_id: int, start: datetime | None = None,
         else:
             group[metric] += n
 
+    categorised = (Message.server_id == server_id, Message.created_at >= start,
+                   Message.created_at < end, Message.bounce_category.is_not(None))
+    for stream_id, bounce, category, n in db.execute(
+            select(Message.stream_id, Message.bounce, Message.bounce_category, func.count())
+            .where(*categorised, Message.status.in_(("SoftFail", "HardFail", "Bounced",
+                                                     "Processed")))
+            .group_by(Message.stream_id, Message.bounce, Message.bounce_category)):
+        # a stored report has no stream of its own: counted for the server only
+        for dim in [""] if bounce else counters.dims(stream_id, None):
+            group = groups[dim]
+            if bounce:  # a stored report: only complaints count here (DSNs are ``bounces``)
+                if category == "complaint":
+                    group["complaints"] = group.get("complaints", 0) + n
+            else:
+                found = group.setdefault("bounce_categories", {})
+                found[category] = found.get(category, 0) + n
+
+    # Failed attempts (a message may fail several times before it is sent or given up) of
+    # the messages of the range, by category.
+    for stream_id, category, n in db.execute(
+            select(Message.stream_id, Delivery.category, func.count())
+            .join(Delivery, Delivery.message_id == Message.id)
+            # a message with a failed attempt has a category: the index finds them
+            .where(*categorised, Message.scope == "outgoing", Delivery.category.is_not(None))
+            .group_by(Message.stream_id, Delivery.category)):
+        for dim in counters.dims(stream_id, None):
+            found = groups[dim].setdefault("failed_attempt_categories", {})
+            found[category] = found.get(category, 0) + n
+
     def shape(group: dict) -> dict:
-        return {**group, "by_status": dict(sorted(group["by_status"].items()))}
+        return {**group, "by_status": dict(sorted(group["by_status"].items())),
+                "bounce_categories": dict(sorted(group.get("bounce_categories", {}).items())),
+                "failed_attempt_categories": dict(sorted(
+                    group.get("failed_attempt_categories", {}).items())),
+                "complaints": group.get("complaints", 0)}
 
     permalinks = dict(db.execute(select(Stream.id, Stream.permalink)
                                  .where(Stream.server_id == server_id)).all())
@@ -125,6 +169,7 @@ def summary(db: Session, server_id: int, start: datetime | None = None,
     }
 
 
+@builds(shape.DeliveryStats)
 def deliveries(db: Session, server_id: int, start: datetime | None = None,
                end: datetime | None = None, interval: str | None = None) -> dict:
     """Delivery outcomes per UTC hour or day; every bucket of the range is listed, empty or

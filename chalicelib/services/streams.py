@@ -5,6 +5,10 @@ Every server is created with a default transactional stream ``outbound``
 resolves it (absent: the default stream; unknown or archived: ValidationError on ``stream``).
 ``stream_type`` is fixed at creation: moving a stream between classes would mix the traffic
 already counted under one class into the other in stats.
+
+``list_unsubscribe``: broadcast streams always carry List-Unsubscribe (RFC 8058; the large
+mailbox providers require it of bulk mail), so it cannot be turned off there; a transactional
+stream carries it only when the tenant turns it on (services/unsubscribe.py).
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.db.models import Server, Stream
 from chalicelib.services.organizations import unique_permalink
+from chalicelib.shapes import builds
+from chalicelib.shapes import messaging as shape
 
 STREAM_TYPES = ("transactional", "broadcast")
 
@@ -57,12 +63,24 @@ def find(db: Session, server: Server, permalink: str) -> Stream:
     return stream
 
 
+def _list_unsubscribe(stream_type: str, value: bool | None, current: bool = False) -> bool:
+    if stream_type == "broadcast":
+        if value is False:
+            raise errors.ValidationError(
+                "list_unsubscribe: broadcast streams always carry List-Unsubscribe "
+                "(one-click unsubscribe is required of bulk mail)", field="list_unsubscribe")
+        return True
+    return current if value is None else value
+
+
 def create(db: Session, server: Server, *, name: str, stream_type: str = "transactional",
-           permalink: str | None = None, description: str | None = None) -> Stream:
+           permalink: str | None = None, description: str | None = None,
+           list_unsubscribe: bool | None = None) -> Stream:
     if stream_type not in STREAM_TYPES:
         raise errors.ValidationError(f"stream_type: must be one of {', '.join(STREAM_TYPES)}",
                                      field="stream_type")
     stream = Stream(server_id=server.id, name=name, stream_type=stream_type,
+                    list_unsubscribe=_list_unsubscribe(stream_type, list_unsubscribe),
                     permalink=unique_permalink(db, permalink, name,
                                                 lambda p: _taken(db, server, p)),
                     description=description, is_default=False)
@@ -82,6 +100,10 @@ def update(stream: Stream, changes: dict) -> Stream:
         stream.name = changes["name"]
     if "description" in changes:
         stream.description = changes["description"]
+    if "list_unsubscribe" in changes:
+        stream.list_unsubscribe = _list_unsubscribe(stream.stream_type,
+                                                    changes["list_unsubscribe"],
+                                                    stream.list_unsubscribe)
     return stream
 
 
@@ -102,9 +124,11 @@ def unarchive(stream: Stream) -> Stream:
     return stream
 
 
+@builds(shape.Stream)
 def record(stream: Stream) -> dict:
     return {"id": stream.id, "name": stream.name, "permalink": stream.permalink,
             "stream_type": stream.stream_type, "description": stream.description,
+            "list_unsubscribe": stream.stream_type == "broadcast" or stream.list_unsubscribe,
             "default": stream.is_default, "archived": stream.archived_at is not None,
             "archived_at": stream.archived_at, "created_at": stream.created_at,
             "updated_at": stream.updated_at}

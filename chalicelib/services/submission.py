@@ -18,21 +18,25 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from datetime import timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from sqlalchemy import and_, bindparam, insert, or_, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, queues
+from chalicelib import clock, errors, observability, queues
 from chalicelib.db import after_commit, counters
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Submission, Suppression
-from chalicelib.services import domains, events, mime, submission_store, suppressions, \
-    tracking
+from chalicelib.services import domains, events, mime, send_limits, submission_store, \
+    suppressions, tracking
 
 PENDING, SENT, SOFT_FAIL, HARD_FAIL, HELD = "Pending", "Sent", "SoftFail", "HardFail", "Held"
+SCHEDULED = "Scheduled"
 MAX_RECIPIENTS = 1000
 MAX_TAG = 255
+MAX_SCHEDULE_DAYS = 30
+SUPPRESSED_DETAILS = "the recipient is on the suppression list"
+DEVELOPMENT_DETAILS = "server in development mode"
 
 
 @dataclass
@@ -56,6 +60,8 @@ class Prepared:
     track_header: str | None = None
     # False when the lookups already showed no recipient is suppressed (store skips its query).
     maybe_held: bool = True
+    # When to send (naive UTC); None or not in the future: now. See check_send_at.
+    send_at: datetime | None = None
 
 
 def _invalid(exc: mime.InvalidField) -> errors.ValidationError:
@@ -142,6 +148,23 @@ def authorize_from(db: Session, server: Server, address: mime.Address, field: st
     return domain
 
 
+_ORIGINATOR_HEADERS = {"sender": "Sender", "resent-from": "Resent-From",
+                       "resent-sender": "Resent-Sender"}
+
+
+def _authorize_originators(db: Session, server: Server, originators, from_domain: Domain) -> None:
+    """A raw message's other originator headers must name a verified domain of the server too:
+    receivers display them ("sent by ... on behalf of"), and the message goes out signed with
+    the From domain's key, so a foreign one would be a forgery carrying our signature."""
+    for field, address in originators:
+        if address.domain.lower() == from_domain.name.lower():
+            continue
+        if domains.verified_domain_for(db, server, address.domain) is None:
+            raise errors.ValidationError(
+                f"{field}: the {_ORIGINATOR_HEADERS[field]} header's domain {address.domain} is "
+                f"not a verified sending domain of this server", field=field)
+
+
 def _check_stream(stream: Stream | None, permalink: str | None) -> Stream | None:
     if permalink is None:
         return stream
@@ -169,6 +192,29 @@ def _check_tag(tag: Any) -> str | None:
         raise errors.ValidationError(f"tag: must be a string of at most {MAX_TAG} characters "
                                      "without line breaks", field="tag")
     return tag
+
+
+def check_send_at(value: datetime | None) -> datetime | None:
+    """``send_at`` as naive UTC: None (or a past or present moment) means now; a moment more
+    than MAX_SCHEDULE_DAYS ahead, or one without a UTC offset, is a 422 naming it."""
+    if value is None:
+        return None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise errors.ValidationError("send_at: must be an RFC 3339 date-time with a time zone "
+                                     "offset, e.g. 2030-01-01T09:00:00Z", field="send_at")
+    try:
+        moment = value.astimezone(timezone.utc).replace(tzinfo=None)
+    except (OverflowError, ValueError):  # e.g. 9999-12-31T23:00:00-05:00
+        raise errors.ValidationError("send_at: out of range", field="send_at") from None
+    now = clock.now()
+    if moment <= now:
+        return None
+    if moment > now + timedelta(days=MAX_SCHEDULE_DAYS):
+        raise errors.ValidationError(
+            f"send_at: at most {MAX_SCHEDULE_DAYS} days ahead (until "
+            f"{(now + timedelta(days=MAX_SCHEDULE_DAYS)).replace(microsecond=0).isoformat()}Z)",
+            field="send_at")
+    return moment
 
 
 def _distinct(addresses: list[str]) -> list[str]:
@@ -212,6 +258,7 @@ def prepare(db: Session, server: Server, request, *, cache: dict | None = None) 
         raise bad_recipients
     tag = _check_tag(request.tag)
     stream = _check_stream(stream, request.stream)
+    send_at = check_send_at(getattr(request, "send_at", None))
     limit = get_settings().smtp_server_max_message_size
     try:
         attachments = []
@@ -238,7 +285,8 @@ def prepare(db: Session, server: Server, request, *, cache: dict | None = None) 
                     has_html=request.html_body is not None,
                     track_opens=getattr(request, "track_opens", None),
                     track_clicks=getattr(request, "track_clicks", None),
-                    track_header=_track_header(headers), maybe_held=maybe_held)
+                    track_header=_track_header(headers), maybe_held=maybe_held,
+                    send_at=send_at)
 
 
 _HTML_PART = re.compile(rb"(?im)^content-type:[ \t]*text/html")
@@ -261,6 +309,8 @@ class ParsedRaw:
     sender: mime.Address  # the From header's mailbox
     subject: str | None
     recipients: list[str]
+    # Sender, Resent-From and Resent-Sender mailboxes as (field, address): authorized like From.
+    originators: tuple = ()
 
 
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> ParsedRaw:
@@ -277,8 +327,10 @@ def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> Pa
                       for i, r in enumerate(rcpt_to)]
     except mime.InvalidField as exc:
         raise _invalid(exc) from None
+    originators = ([("sender", info["sender"])] if info["sender"] is not None else []) + \
+        info["resent"]
     return ParsedRaw(raw=raw, sender=info["from"], subject=info["subject"],
-                     recipients=_distinct(recipients))
+                     recipients=_distinct(recipients), originators=tuple(originators))
 
 
 def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, metadata=None,
@@ -288,6 +340,7 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
     domain, stream, maybe_held = context or _context(db, server, parsed.sender, None,
                                                      parsed.recipients, None)
     domain = authorize_from(db, server, parsed.sender, domain=domain)
+    _authorize_originators(db, server, parsed.originators, domain)
     raw = parsed.raw
     # MTAs add these when a client leaves them out; the signature and threading need them.
     raw = _ensure_header(raw, b"Date",
@@ -342,13 +395,19 @@ _INSERT_MESSAGES = insert(Message.__table__).returning(
     Message.__table__.c.id, sort_by_parameter_order=True)
 
 
-def store(db: Session, server: Server, prepared: list[Prepared], *, source: str) -> list[dict]:
-    """Write submissions and per-recipient messages in bulk; returns one SendResult each.
+def store(db: Session, server: Server, prepared: list[Prepared], *,
+          source: str) -> list[dict | errors.ServiceError]:
+    """Write submissions and per-recipient messages in bulk; returns one SendResult each (or
+    the SendLimitExceeded refusing that entry, with ``send_limit_action`` reject).
 
-    One multi-row INSERT ... RETURNING for the submissions and one for the messages (no ORM
-    unit of work per row), their statistics counted in the same transaction, and the queue
-    wake-ups sent together after the commit. On PostgreSQL, up to MAX_ROWS messages are
-    written with their submissions and counters in one statement (submission_store)."""
+    Each message starts as: Held when its recipient is suppressed, when the server is in
+    Development mode (never delivered; switching to Live does not release it) or when it is
+    over a send limit with action hold; Scheduled (``next_attempt_at`` = send_at) when
+    ``send_at`` is later than now; Pending otherwise. One multi-row INSERT ... RETURNING for
+    the submissions and one for the messages (no ORM unit of work per row), their statistics
+    counted in the same transaction, and the queue wake-ups sent together after the commit.
+    On PostgreSQL, up to MAX_ROWS messages are written with their submissions and counters in
+    one statement (submission_store)."""
     if not prepared:
         return []
     now = clock.now()
@@ -356,24 +415,47 @@ def store(db: Session, server: Server, prepared: list[Prepared], *, source: str)
     if any(p.maybe_held for p in prepared):
         held = suppressions.suppressed_among(db, server.id,
                                              (r for p in prepared for r in p.recipients))
-    sub_rows, rows, owner = [], [], []
+    development = server.mode == "Development"
+    wanted = [0 if development else sum(
+        1 for r in p.recipients
+        if not suppressions.held(held, r, p.stream.id if p.stream else None))
+              for p in prepared]
+    refused, budget, admission = send_limits.admit_entries(db, server, wanted)
+    sub_rows, rows, owner, entries = [], [], [], []
     for index, p in enumerate(prepared):
+        if index in refused:
+            continue
+        entries.append(index)
         sub_rows.append(dict(server_id=server.id, message_id_header=p.message_id_header,
                              size=len(p.raw), raw=p.raw, created_at=now))
         opens, clicks = _tracking(server, p)
         subject = p.subject[:998] if p.subject else p.subject
         for rcpt in p.recipients:
-            is_held = rcpt.lower() in held
-            owner.append(index)
+            if suppressions.held(held, rcpt, p.stream.id if p.stream else None):
+                status, details = HELD, SUPPRESSED_DETAILS
+            elif development:
+                status, details = HELD, DEVELOPMENT_DETAILS
+            elif budget is not None and budget <= 0:
+                status, details = HELD, send_limits.HELD_DETAILS.format(
+                    period=admission.period, limit=admission.limit)
+            else:
+                if budget is not None:
+                    budget -= 1
+                status, details = (SCHEDULED, None) if p.send_at else (PENDING, None)
+            owner.append(len(sub_rows) - 1)
             rows.append(dict(
                 server_id=server.id, token=new_token(), scope="outgoing",
                 rcpt_to=rcpt, mail_from=p.mail_from, subject=subject,
                 message_id_header=p.message_id_header, tag=p.tag, metadata=p.metadata,
                 stream_id=p.stream.id if p.stream else None, domain_id=p.domain.id,
-                size=len(p.raw), status=HELD if is_held else PENDING, held=is_held,
-                status_details="the recipient is on the suppression list" if is_held else None,
+                size=len(p.raw), status=status, held=status == HELD, status_details=details,
                 track_opens=opens, track_clicks=clicks, bounce=False,
-                next_attempt_at=None if is_held else now, created_at=now, updated_at=now))
+                next_attempt_at=None if status == HELD else (p.send_at or now),
+                created_at=now, updated_at=now))
+    results: list = [send_limits.exceeded(admission) if index in refused else None
+                     for index in range(len(prepared))]
+    if not rows:
+        return results
     if len(rows) <= submission_store.MAX_ROWS and db.get_bind().dialect.name == "postgresql":
         sub_ids, ids = submission_store.write(db, server.id, now, sub_rows, rows, owner)
     else:
@@ -384,26 +466,53 @@ def store(db: Session, server: Server, prepared: list[Prepared], *, source: str)
             row["submission_id"] = sub_ids[index]
         ids = list(db.scalars(_INSERT_MESSAGES, rows))
         counters.count_inserted_messages(db, rows)  # no flush saw these rows
-    held_ids = [i for i, row in zip(ids, rows) if row["held"]]
-    if held_ids:
-        for message in db.scalars(select(Message).where(Message.id.in_(held_ids))
+    held_rows = {i: row for i, row in zip(ids, rows) if row["held"]}
+    if held_rows:
+        for message in db.scalars(select(Message).where(Message.id.in_(list(held_rows)))
                                   .order_by(Message.id)):
-            events.emit(db, message, "MessageHeld",
-                        f"{message.rcpt_to} is on the suppression list; not sent")
-    due = [i for i, row in zip(ids, rows) if not row["held"]]
-    if due:
-        after_commit(db, lambda: [queues.enqueue("deliveries", i) for i in due])
-    results = [{"message_id": sub_id, "recipients": []} for sub_id in sub_ids]
+            details = held_rows[message.id]["status_details"]
+            if details == SUPPRESSED_DETAILS:
+                details = f"{message.rcpt_to} is on the suppression list; not sent"
+            events.emit(db, message, "MessageHeld", details)
+    wakeups = [(i, max(0.0, (row["next_attempt_at"] - now).total_seconds()))
+               for i, row in zip(ids, rows) if not row["held"]]
+    if wakeups:
+        after_commit(db, lambda: [queues.enqueue("deliveries", i, min(wait, queues.SQS_MAX_DELAY))
+                                  for i, wait in wakeups])
+    for index, sub_id in zip(entries, sub_ids):
+        results[index] = {"message_id": sub_id, "recipients": []}
     for row, index, message_id in zip(rows, owner, ids):
-        results[index]["recipients"].append({"rcpt_to": row["rcpt_to"], "id": message_id,
-                                             "token": row["token"], "status": row["status"]})
+        results[entries[index]]["recipients"].append(
+            {"rcpt_to": row["rcpt_to"], "id": message_id, "token": row["token"],
+             "status": row["status"]})
+    after_commit(db, lambda: _observe_accepted(server.id, source, results))
     return results
+
+
+def _observe_accepted(server_id: int, source: str, results: list) -> None:
+    """One log line per accepted submission, once it is committed; the counters."""
+    for result in results:
+        if not isinstance(result, dict):  # an entry refused by the send limit
+            continue
+        recipients = result["recipients"]
+        held = sum(1 for r in recipients if r["status"] == HELD)
+        observability.count("accepted", len(recipients))
+        observability.count("held", held)
+        observability.log("submission.accepted", submission_id=result["message_id"],
+                          server_id=server_id, source=source, recipients=len(recipients),
+                          held=held, messages=[r["id"] for r in recipients])
+
+
+def _one(result: dict | errors.ServiceError) -> dict:
+    if isinstance(result, errors.ServiceError):
+        raise result
+    return result
 
 
 def submit(db: Session, server: Server, request, *, source: str = "api") -> dict:
     """Accept one SendRequest; returns the SendResult data."""
     check_can_send(server)
-    return store(db, server, [prepare(db, server, request)], source=source)[0]
+    return _one(store(db, server, [prepare(db, server, request)], source=source)[0])
 
 
 def submit_raw(db: Session, server: Server, *, mail_from: str, rcpt_to: list[str], raw: bytes,
@@ -412,7 +521,7 @@ def submit_raw(db: Session, server: Server, *, mail_from: str, rcpt_to: list[str
     envelope sender; the pipeline sets its own return path, so it is only informative."""
     check_can_send(server)
     prepared = prepare_raw(db, server, rcpt_to=rcpt_to, raw=raw, tag=tag, metadata=metadata)
-    return store(db, server, [prepared], source=source)[0]
+    return _one(store(db, server, [prepared], source=source)[0])
 
 
 def submit_parsed_many(db: Session, server_id: int, parsed: list[ParsedRaw], *,
@@ -472,5 +581,9 @@ def submit_batch(db: Session, server: Server, requests: list, *, source: str = "
             results.append({"index": index, "status": "error", "error": error})
     stored = store(db, server, [p for _, p in valid], source=source)
     for (index, _), data in zip(valid, stored):
-        results[index] = {"index": index, "status": "success", "data": data}
+        if isinstance(data, errors.ServiceError):
+            results[index] = {"index": index, "status": "error",
+                              "error": {"code": data.code, "message": data.message}}
+        else:
+            results[index] = {"index": index, "status": "success", "data": data}
     return results

@@ -17,6 +17,8 @@ from chalicelib import clock, errors
 from chalicelib.db.models import Server, Template
 from chalicelib.services.streams import save_unique
 from chalicelib.services.organizations import unique_permalink
+from chalicelib.shapes import builds
+from chalicelib.shapes import messaging as shape
 
 PARTS = ("subject", "html_body", "text_body")
 
@@ -124,6 +126,7 @@ def unarchive(template: Template) -> Template:
     return template
 
 
+@builds(shape.Rendered)
 def render(template: Template, model) -> dict:
     """Render the three parts with ``model``: ``{subject, html_body, text_body}`` (a part the
     template lacks is None). Bounds exceeded or a refused template: ValidationError."""
@@ -145,6 +148,7 @@ def render(template: Template, model) -> dict:
         raise errors.ValidationError(f"template_model: {exc}", field="template_model") from None
 
 
+@builds(shape.Template)
 def record(template: Template, *, bodies: bool = True) -> dict:
     """The template as shown; list answers leave the bodies out (``bodies=False``) so a page
     of large templates stays small."""

@@ -16,6 +16,8 @@ from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import User
 from chalicelib.services import audit, keys
+from chalicelib.shapes import builds
+from chalicelib.shapes import accounts as shape
 
 INTERVAL = 30
 ISSUER = "Email Service"
@@ -62,6 +64,7 @@ def consume_code(db: Session, user: User, code: str | None) -> bool:
     return True
 
 
+@builds(shape.TotpEnrollment)
 def enroll(db: Session, user: User, client: audit.Client) -> dict:
     if user.totp_enabled:
         raise errors.ValidationError(

@@ -136,16 +136,37 @@ def new_link_token() -> str:
     return secrets.token_urlsafe(24)  # 32 characters, 192 bits
 
 
-def tracking_base() -> str:
-    return get_settings().effective_public_url + "/t"
+def tracking_base(host: str | None = None) -> str:
+    """Where tracking links point: PUBLIC_URL, or a domain's verified tracking host with
+    PUBLIC_URL's scheme, port and path (that host is a CNAME to TRACKING_DOMAIN, which serves
+    /t/ whatever the Host header says)."""
+    public = get_settings().effective_public_url
+    if not host:
+        return public + "/t"
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(public)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}/t"
 
 
-def pixel_url(message_id: int) -> str:
-    return f"{tracking_base()}/o/{open_token(message_id)}"
+def domain_tracking_host(db: Session, domain_id: int | None) -> str | None:
+    """``<tracking_host>.<name>`` of the message's From domain once its CNAME is verified."""
+    if domain_id is None:
+        return None
+    from chalicelib.db.models import Domain
+
+    return db.scalar(select(Domain.tracking_host + "." + Domain.name).where(
+        Domain.id == domain_id, Domain.tracking_host.is_not(None),
+        Domain.tracking_verified_at.is_not(None)))
 
 
-def click_url(token: str) -> str:
-    return f"{tracking_base()}/c/{token}"
+def pixel_url(message_id: int, base: str | None = None) -> str:
+    return f"{base or tracking_base()}/o/{open_token(message_id)}"
+
+
+def click_url(token: str, base: str | None = None) -> str:
+    return f"{base or tracking_base()}/c/{token}"
 
 
 # --- the delivery pipeline's step ----------------------------------------------------------
@@ -156,25 +177,26 @@ def prepare_outgoing(db: Session, message: Message, raw: bytes) -> bytes:
     raw = strip_header(raw)
     if not (message.track_opens or message.track_clicks):
         return raw
-    base = tracking_base()
+    base = tracking_base(domain_tracking_host(db, message.domain_id))
+    ours = (base + "/", tracking_base() + "/")
     links = {link.url: link for link in db.scalars(
         select(TrackedLink).where(TrackedLink.message_id == message.id))}
 
     def link_url(url: str) -> str | None:
-        if not message.track_clicks or url.startswith(base + "/"):
+        if not message.track_clicks or url.startswith(ours):
             return None  # already a tracking URL: never wrap twice
         link = links.get(url)
         if link is None:
             link = links[url] = TrackedLink(message_id=message.id, token=new_link_token(),
                                             url=url)
             db.add(link)
-        return click_url(link.token)
+        return click_url(link.token, base)
 
     # The HTML rewriter (and the email parser it uses) is imported on first use, not at cold start.
     from chalicelib.services.tracking_rewrite import apply_tracking
 
     out = apply_tracking(raw, link_url=link_url,
-                         pixel_url=pixel_url(message.id) if message.track_opens else None)
+                         pixel_url=pixel_url(message.id, base) if message.track_opens else None)
     db.flush()
     return out
 

@@ -222,6 +222,18 @@ def _host_kind(host: str, label: str) -> ipaddress.IPv4Address | ipaddress.IPv6A
     return None
 
 
+def default_resolver() -> Resolver:
+    """DNS_RESOLVERS when set (dns_lookup, imported only then: dnspython is not a cold-start
+    import), else the system's getaddrinfo."""
+    import os
+
+    if os.environ.get("DNS_RESOLVERS", "").strip():
+        from chalicelib.services import dns_lookup
+
+        return dns_lookup.getaddrinfo
+    return socket.getaddrinfo
+
+
 def _resolve(host: str, port: int, resolver: Resolver, label: str) -> list[str]:
     try:
         infos = resolver(host, port, 0, socket.SOCK_STREAM)
@@ -275,7 +287,7 @@ def check_url(
     these (see ``post_pinned``). Raises ``UnsafeURL`` with an actionable message.
     """
     if resolver is None:
-        resolver = socket.getaddrinfo
+        resolver = default_resolver()
     if not isinstance(url, str):
         raise _fail(f"{label} must be a string")
     if not url:

@@ -19,11 +19,11 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import delete, exists, insert, or_, select, update
 
-from chalicelib import clock, queues
+from chalicelib import clock, observability, queues
 from chalicelib.config import Settings, get_settings
 from chalicelib.db import get_engine
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
-from chalicelib.services import claims, keys, signing, url_safety
+from chalicelib.services import claims, installation_keys, keys, url_safety
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,10 @@ def build_headers(event: str, uuid: str, body: bytes, sign: bool,
     headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT,
                     "X-Service-Event": event, "X-Service-UUID": uuid})
     if sign:
-        key = signing.load_or_create_key((settings or get_settings()).signing_key_path)
-        headers["X-Service-Signature"] = signing.sign_body(key, body)
+        # The current installation key (services/installation_keys.py: rotatable; during an
+        # overlap the receiver can tell which public key to verify with).
+        key_id, headers["X-Service-Signature"] = installation_keys.sign(body)
+        headers["X-Service-Signature-Key"] = key_id
     return headers
 
 
@@ -204,9 +206,12 @@ def process(row_id: int) -> str:
             raise
     if delay is not None:
         queues.enqueue(QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
-    if not outcome.success:
-        log.info("webhook %s %s attempt %d to %s failed: %s (%s)", job.event, job.uuid,
-                 job.attempt, job.url, outcome.error, result)
+    observability.count("webhook_succeeded" if outcome.success else "webhook_failed")
+    observability.log("webhook.attempt", "info" if outcome.success else "warning",
+                      webhook_request_id=row_id, webhook_id=job.webhook_id, event_name=job.event,
+                      uuid=job.uuid, attempt=job.attempt, url=observability.safe_url(job.url),
+                      status_code=outcome.status_code, success=outcome.success,
+                      error=outcome.error, duration_ms=outcome.duration_ms, result=result)
     return result
 
 
@@ -238,7 +243,7 @@ def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) 
             .with_for_update(of=_REQ, skip_locked=True)).first()
     else:
         claimed = conn.execute(update(_REQ).where(*due, _HOOK_ENABLED)
-                               .values(locked_by=worker, locked_at=now)
+                               .values(locked_by=worker, locked_at=now, woken_at=None)
                                .returning(*_JOB_COLUMNS)).first()
         found = claimed and conn.execute(
             select(*_JOB_COLUMNS, *_HOOK_COLUMNS).join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
@@ -309,7 +314,7 @@ def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_loc
         next_at = now + timedelta(seconds=delay)
         updated = conn.execute(update(_REQ).where(*ours).values(
             attempts=job.attempt, next_attempt_at=next_at, locked_by=None,
-            locked_at=None)).rowcount
+            locked_at=None, woken_at=None)).rowcount
         if updated:
             result = "retry"
             entry.update(will_retry=True, next_attempt_at=next_at)
@@ -334,7 +339,8 @@ def _record_locked(conn, row_id: int, job: _Job, outcome: Outcome, entry: dict, 
         delay = retry_delay_seconds(job.attempt, settings)
         next_at = now + timedelta(seconds=delay)
         change = update(_REQ).where(_REQ.c.id == row_id).values(
-            attempts=job.attempt, next_attempt_at=next_at, locked_by=None, locked_at=None)
+            attempts=job.attempt, next_attempt_at=next_at, locked_by=None, locked_at=None,
+            woken_at=None)  # the sweeper's wake-up, if any, is consumed
         result = "retry"
         entry.update(will_retry=True, next_attempt_at=next_at)
     conn.execute(insert(_LOG).values(**entry).add_cte(change.cte("change")))

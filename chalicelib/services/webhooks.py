@@ -24,6 +24,8 @@ from chalicelib.db.models import Message, MessageEvent, Server, Webhook, Webhook
 # webhook_delivery (the sending side, the queue worker's) is imported where it is used, not
 # at cold start.
 from chalicelib.services import claims, events, keys, url_safety
+from chalicelib.shapes import builds
+from chalicelib.shapes import management as shape
 
 EVENTS = events.EVENTS
 MASK = "••••••"
@@ -236,6 +238,7 @@ def fan_out_statement(dialect: str, message, event: str, uuid: str, details: str
 
 # --------------------------------------------------------------------------- test sends
 
+@builds(shape.WebhookTestResult)
 def send_test(db: Session, webhook: Webhook, server: Server, event: str) -> dict:
     """Deliver one sample notification now, exactly as a real one (headers, signature), marked
     ``test: true``. Writes nothing: no queue row, no log row."""

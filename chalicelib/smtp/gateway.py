@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiosmtpd.smtp import SMTP
 
-from chalicelib import __version__
+from chalicelib import __version__, observability
 from chalicelib.config import Settings, get_settings
 from chalicelib.smtp import tls
 from chalicelib.smtp.commit import GroupCommitter
@@ -42,6 +42,15 @@ class GatewaySMTP(SMTP):
     @data_size_limit.setter
     def data_size_limit(self, value) -> None:  # SMTP.__init__ assigns it; the setting wins
         pass
+
+    def connection_made(self, transport) -> None:
+        if self._original_transport is None:  # not the second call that STARTTLS makes
+            observability.count("smtp_sessions")
+        super().connection_made(transport)
+
+    def connection_lost(self, error) -> None:
+        super().connection_lost(error)
+        observability.flush()  # EMF in the container: no Lambda invocation ends to flush it
 
     _addresses: dict[tuple[str, int], tuple] = {}
 

@@ -5,10 +5,13 @@
   limit AUTH is refused for the window.
 * MAIL FROM: a client that did not authenticate may still be an SMTP-IP credential's address.
 * RCPT TO: authenticated clients submit to anyone; everybody else may only reach a return-path
-  address of an outgoing message (a bounce) or an address matched by an inbound route of a
-  verified domain. Everything else is refused here: the gateway is never an open relay.
+  address of an outgoing message (a bounce or a complaint), a message's List-Unsubscribe
+  mailto address, a feedback-loop address (FBL_ADDRESSES), or an address matched by an
+  inbound route of a verified domain. Everything else is refused here: the gateway is never
+  an open relay.
 * DATA: submissions go through the same submission service as the HTTP API; inbound mail is
-  stored for its routes; bounces are matched to their message.
+  stored for its routes; bounces and complaints are matched to their message; mail to an
+  unsubscribe address unsubscribes the message's recipient from its stream.
 Database work runs in a thread pool, never on the event loop.
 """
 from __future__ import annotations
@@ -22,10 +25,10 @@ from email.utils import formatdate
 
 from aiosmtpd.smtp import MISSING, AuthResult
 
-from chalicelib import errors
+from chalicelib import errors, observability
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
-from chalicelib.services import bounces, inbound, mime, routes
+from chalicelib.services import bounces, complaints, inbound, mime, routes, unsubscribe
 from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
@@ -38,7 +41,15 @@ UNKNOWN_MAILBOX = "550 5.1.1 Mailbox unavailable: no route for this address"
 UNKNOWN_RETURN_PATH = "550 5.1.1 Mailbox unavailable: no message with this return path"
 REJECTED = "550 5.7.1 Delivery refused by the recipient's route"
 BOUNCED = "550 5.1.1 Recipient refused by the route (mode bounce)"
+UNKNOWN_UNSUBSCRIBE = "550 5.1.1 Mailbox unavailable: no message with this unsubscribe address"
 BOUNCE = "bounce"  # RCPT target of a return-path address
+# Refusals about who the message claims to be from: 550 5.7.1 (not authorized), not 554.
+ORIGINATOR_FIELDS = ("from", "sender", "resent-from", "resent-sender")
+FEEDBACK = "feedback"  # RCPT target of a feedback-loop address
+
+
+class Unsubscribe(int):
+    """RCPT target of a List-Unsubscribe mailto address: the message's id."""
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -111,6 +122,8 @@ class GatewayHandler:
             if outcome.identity is not None:
                 await self._run(self.limiter.record_success, client)
             elif outcome.counts_as_failure:
+                observability.log("smtp.auth_failed", "warning", client_ip=client,
+                                  reply=outcome.reply)
                 await asyncio.sleep(await self._run(self.limiter.record_failure, client))
         except Exception:  # noqa: BLE001
             log.exception("AUTH lookup failed")
@@ -160,7 +173,14 @@ class GatewayHandler:
     def _resolve(address: str):
         """(refusal reply, None) or (None, target) for an unauthenticated recipient."""
         with session_scope() as db:
-            if bounces.is_return_path(address):
+            message_id = unsubscribe.message_id_from_address(address)
+            if message_id is not None:
+                if unsubscribe.unsubscribable(db, message_id):
+                    return None, Unsubscribe(message_id)
+                return UNKNOWN_UNSUBSCRIBE, None
+            if address.strip().lower() in get_settings().fbl_address_set:
+                return None, FEEDBACK
+            if bounces.is_return_path(address) or bounces.is_domain_return_path(db, address):
                 if bounces.original_for(db, address) is None:
                     return UNKNOWN_RETURN_PATH, None
                 return None, BOUNCE
@@ -198,10 +218,12 @@ class GatewayHandler:
     def _refusal(exc: errors.ServiceError) -> str:
         if isinstance(exc, errors.ServerSuspended):
             return auth.SUSPENDED
+        if isinstance(exc, errors.SendLimitExceeded):  # temporary: the window will reset
+            return "451 4.7.1 " + _one_line(exc.message)
         if isinstance(exc, errors.PayloadTooLarge):
             return "552 5.3.4 " + _one_line(exc.message)
         if isinstance(exc, (errors.ValidationError, errors.ParameterMissing)):
-            code = "550 5.7.1" if exc.field in ("from", "sender") else "554 5.6.0"
+            code = "550 5.7.1" if exc.field in ORIGINATOR_FIELDS else "554 5.6.0"
             return f"{code} {_one_line(exc.message)}"
         return "554 5.7.1 " + _one_line(exc.message)
 
@@ -225,7 +247,12 @@ class GatewayHandler:
 
         def unit(db) -> str:
             for rcpt in rcpt_tos:
-                if targets.get(rcpt) == BOUNCE:
+                target = targets.get(rcpt)
+                if isinstance(target, Unsubscribe):
+                    unsubscribe.unsubscribe(db, int(target), "unsubscribe by mail")
+                elif target == FEEDBACK:
+                    complaints.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
+                elif target == BOUNCE:
                     bounces.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
             if matches:
                 inbound.receive(db, mail_from=mail_from, matches=matches, raw=raw)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+import threading
 import uuid as uuid_module
 from collections import Counter
 from datetime import timedelta
@@ -42,21 +43,20 @@ from types import SimpleNamespace
 from sqlalchemy import Integer, bindparam, case, func, insert, literal, literal_column, or_, \
     select, text, update
 
-from chalicelib import clock, queues
+from chalicelib import clock, observability, queues
 from chalicelib.db import counters, session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import (Delivery, Domain, Message, MessageEvent, MessageRaw,
-                                  Submission, Suppression, Webhook, WebhookRequest)
-from chalicelib.services import claims, delivery, dkim_signing, domains, retry, \
-    suppressions, tracking, webhooks
-from chalicelib.config import get_settings
+from chalicelib.db.models import (Delivery, Domain, Message, MessageEvent, MessageRaw, Server,
+                                  Stream, Submission, Suppression, Webhook, WebhookRequest)
+from chalicelib.services import bounce_categories, claims, delivery, dkim_signing, domains, \
+    retry, suppressions, tracking, unsubscribe, webhooks
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.workers.registry import QueueWorker, register
 
 log = logging.getLogger(__name__)
 
 QUEUE = "deliveries"
-ACTIVE = ("Pending", "SoftFail")
+ACTIVE = ("Pending", "SoftFail", "Scheduled")  # Scheduled: due at its send_at
 M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
               MessageRaw.__table__)
 WEBHOOKS_QUEUE = "webhooks"
@@ -79,29 +79,39 @@ def _claimed_columns():
         M.c.tag, M.c.metadata.label("metadata_json"), M.c.stream_id, M.c.domain_id,
         M.c.status, M.c.held, M.c.created_at, M.c.attempts, M.c.track_opens,
         M.c.track_clicks,
+        select(Server.mode).where(Server.id == outer("server_id")).scalar_subquery()
+        .label("server_mode"),
         select(Submission.raw).where(Submission.id == outer("submission_id"))
         .scalar_subquery().label("source"),
         select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent"),
         domain(Domain.name).label("domain_name"),
         domain(Domain.dkim_selector).label("dkim_selector"),
         domain(Domain.dkim_private_key_encrypted).label("dkim_key"),
+        domain(domains.verified_return_path_column()).label("return_path_domain"),
         select(D.c.id).where(D.c.message_id == outer("id"), D.c.status == "InFlight")
         .limit(1).scalar_subquery().label("stale"),
         # suppressions.normalize() in SQL: rcpt_to was validated, so only case can differ.
+        # An entry for every stream (key 0) or for the message's stream holds it.
         select(Suppression.reason).where(
             Suppression.server_id == outer("server_id"),
             Suppression.address == func.lower(func.trim(outer("rcpt_to"))),
+            Suppression.stream_key.in_((0, func.coalesce(outer("stream_id"), 0))),
             or_(Suppression.expires_at.is_(None), Suppression.expires_at > now))
         .limit(1).scalar_subquery().label("suppressed"),
+        # Whether the message carries List-Unsubscribe (services/unsubscribe.py).
+        select(or_(Stream.stream_type == "broadcast", Stream.list_unsubscribe))
+        .where(Stream.id == outer("stream_id")).scalar_subquery().label("unsubscribable"),
     )
 
 
-def _claim_statement():
+def _claim_statement(many: bool = False):
     return claims.claim_statement(Message, _claimed_columns(), M.c.status.in_(ACTIVE),
-                                  M.c.scope == "outgoing")
+                                  M.c.scope == "outgoing", many=many)
 
 
 _statements: dict = {}
+# Set by delivery_batch.process_batch while this thread works through a batch.
+_batch = threading.local()
 
 
 def _cached(key, build):
@@ -115,34 +125,23 @@ def _cached(key, build):
 
 def return_path(message) -> str:
     """The envelope sender: the bounce handler matches DSNs by the token in it."""
-    return f"{message.token}@{get_settings().effective_return_path_domain}"
+    return domains.envelope_sender(message.token, message.return_path_domain)
 
 
 def process(message_id: int) -> str:
-    """Handle one wake-up; returns what happened (for tests and logs)."""
+    """Handle one wake-up; returns what happened (for tests and logs). A batch of wake-ups
+    goes through ``workers/delivery_batch.py`` instead, around the same steps."""
     worker = claims.worker_id()
     with session_scope() as db:
         # Claim first (the common case is a due row): only a failed claim needs a closer look.
         # The claim's UPDATE ... RETURNING reads everything the attempt needs.
         claim = _cached("claim", _claim_statement)
         params = claims.claim_params(message_id, worker)
-        autocommit = autocommit_engine()
-        if autocommit is not None:  # one statement: its own transaction, committed at once
-            with autocommit.connect() as conn:
-                message = conn.execute(claim, params).one_or_none()
-        else:
-            message = db.execute(claim, params).one_or_none()
+        claim_now = params[claims.CLAIM_NOW]
+        rows = claim_rows(db, claim, params)
+        message = rows[0] if rows else None
         if message is None:
-            db.rollback()
-            message = db.get(Message, message_id)
-            if message is None or message.status not in ACTIVE or \
-                    message.scope != "outgoing" or message.next_attempt_at is None:
-                return "nothing-to-do"
-            wait = (message.next_attempt_at - clock.now()).total_seconds()
-            if wait > 0:
-                queues.enqueue_after_commit(db, QUEUE, message_id, min(wait, SQS_MAX_DELAY))
-                return "early"
-            return "claimed-elsewhere"
+            return not_claimed(db, message_id, claim_now)
         try:
             return _attempt(db, message, worker)
         except BaseException:
@@ -150,6 +149,32 @@ def process(message_id: int) -> str:
             # turn into a tight loop). The session rolls back anything uncommitted.
             log.exception("delivery of message %s failed unexpectedly", message_id)
             raise
+
+
+def claim_rows(db, claim, params: dict):
+    """Run a claim statement (one or many rows) and return its rows, fetched."""
+    autocommit = autocommit_engine()
+    if autocommit is not None:  # one statement: its own transaction, committed at once
+        with autocommit.connect() as conn:
+            return conn.execute(claim, params).all()
+    return db.execute(claim, params).all()
+
+
+def not_claimed(db, message_id: int, claim_now=None) -> str:
+    """Why a wake-up's claim failed: nothing to do, woken early (sleep again for the rest,
+    nothing else), or another worker holds the row. Early means "not due at the claim's own
+    now", not at a later now: a wake-up microseconds ahead of its row was otherwise dropped
+    as claimed elsewhere."""
+    db.rollback()
+    message = db.get(Message, message_id)
+    if message is None or message.status not in ACTIVE or \
+            message.scope != "outgoing" or message.next_attempt_at is None:
+        return "nothing-to-do"
+    if message.next_attempt_at > (claim_now or clock.now()):
+        wait = max(0.0, (message.next_attempt_at - clock.now()).total_seconds())
+        queues.enqueue_after_commit(db, QUEUE, message_id, min(wait, SQS_MAX_DELAY))
+        return "early"
+    return "claimed-elsewhere"
 
 
 def _attempt(db, message, worker: str) -> str:
@@ -160,6 +185,12 @@ def _attempt(db, message, worker: str) -> str:
                                       "status_details": "the recipient is on the suppression list"},
                 event=("MessageHeld", f"{message.rcpt_to} is on the suppression list "
                                       f"({message.suppressed})"))
+        _held(message, "the recipient is on the suppression list")
+        return "held"
+    if message.server_mode == "Development":  # switched to Development after submission
+        _finish(db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
+                                      "status_details": "server in development mode"},
+                event=("MessageHeld", "server in development mode; not sent"))
         return "held"
     if message.domain_name is None or message.source is None:
         outcome = delivery.Outcome(delivery.HARD, "the sending domain (or the message source) "
@@ -182,17 +213,39 @@ def _attempt(db, message, worker: str) -> str:
 
     def before_data(host: str) -> None:
         nonlocal raw
-        in_flight.append(_mark_in_flight(db, message.id, host, raw))
+        in_flight.append(_mark_in_flight(db, message.id, host, raw, worker))
         raw = None
 
-    outcome = delivery.send(hosts, mail_from=return_path(message), rcpt_to=message.rcpt_to,
-                            data=data, before_data=before_data)
+    try:
+        outcome = delivery.send(hosts, mail_from=return_path(message), rcpt_to=message.rcpt_to,
+                                data=data, before_data=before_data)
+    except ClaimLost:  # the session was closed without DATA; the row is the other's now
+        log.warning("message %s: claim expired before DATA; left to the worker holding it",
+                    message.id)
+        return "claim-lost"
     return _record(db, message, worker, outcome, in_flight[0] if in_flight else None, raw)
+
+
+_dkim_keys: dict[str, bytes] = {}
+
+
+def _dkim_key(token: str) -> bytes:
+    """The domain's decrypted DKIM key, kept per ciphertext (a new key is a new ciphertext):
+    decrypting it for every message was ~5% of a delivery's CPU."""
+    key = _dkim_keys.get(token)
+    if key is None:
+        if len(_dkim_keys) >= 256:
+            _dkim_keys.clear()
+        key = _dkim_keys[token] = domains.dkim_private_key(
+            SimpleNamespace(dkim_private_key_encrypted=token))
+    return key
 
 
 def _prepare(db, message) -> bytes:
     prepared = tracking.prepare_outgoing(db, message, message.source)
-    key = domains.dkim_private_key(SimpleNamespace(dkim_private_key_encrypted=message.dkim_key))
+    if message.unsubscribable:  # before DKIM: the signature must cover both headers
+        prepared = unsubscribe.add_headers(prepared, message.id)
+    key = _dkim_key(message.dkim_key)
     return dkim_signing.sign_message(prepared, domain=message.domain_name,
                                      selector=message.dkim_selector, private_pem=key)
 
@@ -242,28 +295,43 @@ def _bind(name: str, column):
     return bindparam(name, type_=column.type)
 
 
+class ClaimLost(Exception):
+    """Our claim on the row expired and another worker took it: stop before DATA."""
+
+
 def _in_flight_statements(with_raw: bool) -> list:
+    """The InFlight marker (and the prepared bytes), written only while the claim is still
+    ours: INSERT ... SELECT FROM the message row WHERE locked_by = us. A worker that outlived
+    its claim (CLAIM_TIMEOUT_SECONDS) writes nothing and does not send, so two workers never
+    both reach DATA for one message."""
+    held = (M.c.id == _bind("i_mid", M.c.id), M.c.locked_by == _bind("i_worker", M.c.locked_by))
     statements = []
     if with_raw:
-        statements.append(insert(R).values(message_id=_bind("i_mid", R.c.message_id),
-                                           raw=_bind("i_raw", R.c.raw))
-                          .returning(R.c.message_id))
-    statements.append(insert(D).values(message_id=_bind("i_mid", D.c.message_id),
-                                       status="InFlight", stage="data",
-                                       host=_bind("i_host", D.c.host), tls=False,
-                                       created_at=_bind("i_now", D.c.created_at))
-                      .returning(D.c.id))
+        statements.append(insert(R).from_select(
+            ["message_id", "raw"], select(M.c.id, _bind("i_raw", R.c.raw)).where(*held))
+            .returning(R.c.message_id))
+    statements.append(insert(D).from_select(
+        ["message_id", "status", "stage", "host", "tls", "created_at"],
+        select(M.c.id, literal("InFlight"), literal("data"), _bind("i_host", D.c.host),
+               literal(False), _bind("i_now", D.c.created_at)).where(*held))
+        .returning(D.c.id))
     return statements
 
 
-def _mark_in_flight(db, message_id: int, host: str, raw: bytes | None) -> int:
-    params = {"i_mid": message_id, "i_host": host, "i_now": clock.now()}
+def _mark_in_flight(db, message_id: int, host: str, raw: bytes | None, worker: str) -> int:
+    params = {"i_mid": message_id, "i_host": host, "i_now": clock.now(), "i_worker": worker}
     if raw is not None:
         params["i_raw"] = raw
+    key, build = ("in_flight", raw is not None), lambda: _in_flight_statements(raw is not None)
+    batch = getattr(_batch, "deferred", None)
+    if batch is not None and batch.has_outcome():
+        # The previous message's outcome commits with this marker (delivery_batch.py)
+        return batch.write_with_marker(db, key, build, params)
     # _run commits: the marker is durable before the remote server can accept the message
-    [(row_id,)] = _run(db, ("in_flight", raw is not None),
-                       lambda: _in_flight_statements(raw is not None), params)
-    return row_id
+    rows = _run(db, key, build, params)
+    if not rows:
+        raise ClaimLost(f"the claim on message {message_id} expired before DATA")
+    return rows[0][0]
 
 
 def _finish_statements(dialect: str, values: tuple, attempt: tuple | None, attempt_id: bool,
@@ -350,12 +418,23 @@ def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
     params.update(counters.upsert_params(items))
     shape = ("finish", tuple(values), tuple(attempt) if attempt is not None else None,
              attempt_id is not None, raw is not None, len(items), event is not None)
-    rows = _run(db, shape, lambda: _finish_statements(dialect, *shape[1:5], items,
-                                                      event is not None), params)
+    build = lambda: _finish_statements(dialect, *shape[1:5], items,  # noqa: E731
+                                       event is not None)
+    batch = getattr(_batch, "deferred", None)
+    if batch is not None and not db.in_transaction():
+        # In a batch the outcome is written with the next message's in-flight marker, or at
+        # the batch's end: one commit fewer per message (workers/delivery_batch.py).
+        batch.defer(db, shape, build, params, event is not None)
+        return []
+    rows = _run(db, shape, build, params)
     hooks = [row[0] for row in rows] if event is not None else []
+    wake_webhooks(db, hooks)
+    return hooks
+
+
+def wake_webhooks(db, hooks: list[int]) -> None:
     for hook_id in hooks:  # woken when the session scope ends, after every commit
         queues.enqueue_after_commit(db, WEBHOOKS_QUEUE, hook_id)
-    return hooks
 
 
 def _record(db, message, worker: str, outcome: delivery.Outcome, attempt_id: int | None,
@@ -382,15 +461,35 @@ def _record(db, message, worker: str, outcome: delivery.Outcome, attempt_id: int
         values.update(status="HardFail", next_attempt_at=None)
         event = ("MessageDeliveryFailed", details)
         if outcome.recipient_rejected:
-            suppressions.suppress(db, message.server_id, message.rcpt_to,
-                                  f"hard failure: {details}"[:1000], "hard_fail")
+            suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
+                                  origin="hard_fail", details=f"hard failure: {details}"[:1000])
+    category = None
+    if status != delivery.SENT:
+        # A hard failure with no host tried is the DNS saying the domain takes no mail.
+        category = bounce_categories.classify(
+            code=outcome.code, text=outcome.output or details,
+            no_route=outcome.host is None and outcome.recipient_rejected)
+        values["bounce_category"] = category  # kept when a retry is sent
     values["status_details"] = details
     attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
-                   code=outcome.code, output=outcome.output, details=details, tls=outcome.tls,
+                   code=outcome.code, output=outcome.output, details=details, category=category,
+                   tls=outcome.tls,
                    duration_ms=outcome.duration_ms, created_at=now)
     _finish(db, message, worker, values, event=event, attempt=attempt, attempt_id=attempt_id,
             raw=raw)
+    _observe(message, values["status"], attempt, attempts)
     return status
+
+
+def _observe(message, status: str, attempt: dict, attempts: int) -> None:
+    """The attempt's log line and counter (after its outcome is committed)."""
+    observability.count({"Sent": "sent", "SoftFail": "deferred"}.get(status, "failed"))
+    observability.log("delivery.attempt", "info" if status == "Sent" else "warning",
+                      message_id=message.id, token=message.token, server_id=message.server_id,
+                      rcpt_to=message.rcpt_to, status=status, attempt=attempts,
+                      host=attempt["host"], code=attempt["code"], stage=attempt["stage"],
+                      tls=attempt["tls"], duration_ms=attempt["duration_ms"],
+                      details=attempt["details"])
 
 
 def _resolve_unknown(db, message, stale_id: int, worker: str) -> str:
@@ -403,7 +502,15 @@ def _resolve_unknown(db, message, stale_id: int, worker: str) -> str:
         "status": "Held", "held": True, "next_attempt_at": None,
         "status_details": ("delivery outcome unknown (a worker stopped after sending the "
                            "message data); held for review instead of risking a duplicate")})
+    _held(message, "delivery outcome unknown: the worker stopped after sending DATA to "
+                   f"{stale.host}")
     return "unknown"
+
+
+def _held(message, reason: str) -> None:
+    observability.count("held")
+    observability.log("delivery.held", "warning", message_id=message.id, token=message.token,
+                      server_id=message.server_id, rcpt_to=message.rcpt_to, reason=reason)
 
 
 def find_due(db, limit: int, grace: float) -> list[int]:
@@ -411,4 +518,10 @@ def find_due(db, limit: int, grace: float) -> list[int]:
                           Message.scope == "outgoing")
 
 
-register(QueueWorker(QUEUE, process=process, find_due=find_due))
+def process_batch(message_ids: list[int]) -> dict[int, str]:
+    from chalicelib.workers import delivery_batch  # imports this module
+
+    return delivery_batch.process_batch(message_ids)
+
+
+register(QueueWorker(QUEUE, process=process, find_due=find_due, process_batch=process_batch))

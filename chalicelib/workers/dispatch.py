@@ -41,16 +41,52 @@ def dispatch(queue: str, body: str) -> str:
         return "failed"
 
 
+def dispatch_batch(queue: str, bodies: list[str]) -> dict[str, int]:
+    """Handle several wake-ups of one queue together (an SQS batch): the worker's
+    ``process_batch`` when it has one, else one by one. Never raises; returns how many
+    records ended how ("done", "poison", "unknown-queue", "failed")."""
+    outcomes: dict[str, int] = {}
+
+    def count(outcome: str, n: int = 1) -> None:
+        outcomes[outcome] = outcomes.get(outcome, 0) + n
+
+    worker = load_workers().get(queue)
+    if worker is None or worker.process_batch is None or len(bodies) == 1:
+        for body in bodies:
+            count(dispatch(queue, body))
+        return outcomes
+    row_ids = []
+    for body in bodies:
+        row_id = parse_wakeup(body)
+        if row_id is None:
+            log.error("poison message on %s dropped: %r", queue, body[:200])
+            count("poison")
+        else:
+            row_ids.append(row_id)
+    if row_ids:
+        try:
+            worker.process_batch(row_ids)
+            count("done", len(row_ids))
+        except Exception:  # noqa: BLE001
+            log.exception("worker for %s failed on rows %s; the sweeper will retry them",
+                          queue, row_ids)
+            count("failed", len(row_ids))
+    return outcomes
+
+
 def queue_for_source_arn(arn: str, prefix: str) -> str | None:
     name = arn.rsplit(":", 1)[-1]
     return name[len(prefix):] if name.startswith(prefix) else None
 
 
 def handle_sqs_event(event, prefix: str) -> dict:
-    """Chalice SQS event -> dispatch each record on its own."""
-    outcomes: dict[str, int] = {}
+    """Chalice SQS event -> the records of each queue handled as one batch."""
+    by_queue: dict[str, list[str]] = {}
     for record in event:
         queue = queue_for_source_arn(record.to_dict().get("eventSourceARN", ""), prefix)
-        outcome = dispatch(queue or "", record.body)
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        by_queue.setdefault(queue or "", []).append(record.body)
+    outcomes: dict[str, int] = {}
+    for queue, bodies in by_queue.items():
+        for outcome, n in dispatch_batch(queue, bodies).items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + n
     return outcomes

@@ -15,6 +15,8 @@ class QueueWorker:
     queue: str
     process: Callable[[int], None]          # handle one wake-up for row id
     find_due: Callable[[Session, int, float], list[int]]  # (db, limit, grace) -> due row ids
+    # Handle several wake-ups at once (row ids -> what happened to each); None: one by one.
+    process_batch: Callable[[list[int]], dict] | None = None
 
 
 WORKERS: dict[str, QueueWorker] = {}
@@ -24,6 +26,7 @@ WORKER_MODULES: list[str] = [
     "chalicelib.workers.delivery",
     "chalicelib.workers.webhooks",
     "chalicelib.workers.inbound",
+    "chalicelib.workers.bulk",
 ]
 
 

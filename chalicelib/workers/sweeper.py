@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib import queues
+from chalicelib import clock, observability, queues
+from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.workers.registry import load_workers
 
@@ -23,5 +24,26 @@ def sweep(grace_seconds: float = 60.0) -> dict[str, int]:
             queues.enqueue(queue, row_id)
         counts[queue] = len(ids)
         if ids:
-            log.info("sweeper re-enqueued %d %s rows", len(ids), queue)
+            observability.log("sweeper.requeued", "warning", queue=queue, rows=len(ids))
+    if get_settings().metrics_backend == "emf":  # locally GET /metrics reads it when scraped
+        observability.gauge_queue_lag(queue_lags())
     return counts
+
+
+def queue_lags() -> dict[str, float]:
+    """Seconds the oldest due, unclaimed row of each queue has waited (0: none waits): the
+    queue lag metric. Read from the rows (the truth), not from SQS."""
+    from chalicelib.db.models import Message, WebhookRequest
+
+    models = {"deliveries": Message, "inbound": Message, "webhooks": WebhookRequest}
+    lags: dict[str, float] = {}
+    now = clock.now()
+    with session_scope() as db:
+        for queue, worker in load_workers().items():
+            if queue not in models:  # a queue whose rows this does not know: no figure
+                continue
+            ids = worker.find_due(db, 1, 0.0)
+            row = db.get(models[queue], ids[0]) if ids else None  # None: gone since
+            due = row.next_attempt_at if row is not None else None
+            lags[queue] = max(0.0, (now - due).total_seconds()) if due else 0.0
+    return lags

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(ROOT, "infra"))
 
 import build  # noqa: E402  (infra/build.py)
 
-QUEUES = ("deliveries", "webhooks", "inbound")
+QUEUES = ("deliveries", "webhooks", "inbound", "bulk")
 MAX_ZIP_BYTES = 25 * 1024 * 1024
 
 
@@ -59,7 +59,7 @@ def test_sqs_event_sources_for_the_three_queues(packaged):
                 queue = event["Properties"]["Queue"]["Fn::Sub"].rsplit(":", 1)[-1]
                 wired[queue] = props
     assert set(wired) == {prefix + q for q in QUEUES}
-    visibility = {"deliveries": 5400, "webhooks": 1080, "inbound": 2160}  # infra/queues
+    visibility = {"deliveries": 5400, "webhooks": 1080, "inbound": 2160, "bulk": 1800}  # infra/queues
     for queue, props in wired.items():
         assert props["Environment"]["Variables"]["QUEUE_BACKEND"] == "sqs"
         assert props["ReservedConcurrentExecutions"] >= 1
@@ -75,7 +75,8 @@ def test_sweeper_and_retention_schedules(packaged):
     schedules = sorted(event["Properties"]["Schedule"] for props in _functions(template).values()
                        for event in props.get("Events", {}).values()
                        if event["Type"] == "Schedule")
-    assert schedules == ["rate(1 hour)", "rate(1 minute)"]
+    # prune and check_domains hourly, the sweeper every minute
+    assert schedules == ["rate(1 hour)", "rate(1 hour)", "rate(1 minute)"]
 
 
 def test_api_routes_match_the_app(packaged):

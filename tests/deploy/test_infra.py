@@ -37,12 +37,13 @@ def test_queues_match_the_app_and_have_dead_letter_queues():
     resources = _template()["Resources"]
     queues = {res["Properties"]["QueueName"]["Fn::Sub"]: res["Properties"]
               for res in resources.values() if res["Type"] == "AWS::SQS::Queue"}
-    for name in ("deliveries", "webhooks", "inbound"):
+    for name in ("deliveries", "webhooks", "inbound", "bulk"):
         props = queues[f"email-service-${{Stage}}-{name}"]
         dlq_ref = props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
         assert resources[dlq_ref]["Properties"]["QueueName"]["Fn::Sub"].endswith(name + "-dlq")
         alarms = [res["Properties"] for res in resources.values()
                   if res["Type"] == "AWS::CloudWatch::Alarm"
+                  and res["Properties"].get("Namespace") == "AWS/SQS"
                   and res["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] in
                   (dlq_ref, next(k for k, r in resources.items()
                                  if r["Properties"].get("QueueName") ==
@@ -51,13 +52,47 @@ def test_queues_match_the_app_and_have_dead_letter_queues():
                                                      "ApproximateAgeOfOldestMessage"}
 
 
+def test_rate_alarms_read_the_metrics_the_code_writes():
+    from chalicelib import observability
+
+    resources = _template()["Resources"]
+    names = {name for name, _ in observability.COUNTERS.values()}
+    found = {}
+    for key in ("DeliveryFailureRateAlarm", "BounceRateAlarm"):
+        props = resources[key]["Properties"]
+        stats = [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
+        assert {m["Namespace"] for m in stats} == {observability.NAMESPACE}
+        assert all(m["Dimensions"] == [{"Name": "service",
+                                        "Value": {"Fn::Sub": "email-service-${Stage}"}}]
+                   for m in stats)
+        found[key] = {m["MetricName"] for m in stats}
+        assert found[key] <= names and props["AlarmActions"]
+    assert found == {"DeliveryFailureRateAlarm": {"MessagesSent", "MessagesFailed"},
+                     "BounceRateAlarm": {"MessagesSent", "MessagesBounced"}}
+    lag = resources["DeliveryQueueLagAlarm"]["Properties"]
+    assert (lag["Namespace"], lag["MetricName"]) == (observability.NAMESPACE, "QueueLagSeconds")
+    # The stages name the service the alarms watch.
+    gateway = resources["GatewayTaskDefinition"]["Properties"]["ContainerDefinitions"][0]
+    env = {e["Name"]: e["Value"] for e in gateway["Environment"]}
+    assert env["METRICS_BACKEND"] == "emf"
+    assert env["POWERTOOLS_SERVICE_NAME"] == {"Fn::Sub": "email-service-${Stage}"}
+    with open(os.path.join(ROOT, ".chalice", "config.json"), encoding="utf-8") as fh:
+        stages = json.load(fh)["stages"]
+    for stage, config in stages.items():
+        assert config["xray"] is True
+        stage_env = config["environment_variables"]
+        assert stage_env["POWERTOOLS_SERVICE_NAME"] == f"email-service-{stage}"
+        assert (stage_env["METRICS_BACKEND"], stage_env["TRACING"]) == ("emf", "true")
+
+
 def test_visibility_is_six_times_the_function_timeout():
     resources = _template()["Resources"]
     with open(os.path.join(ROOT, ".chalice", "config.json"), encoding="utf-8") as fh:
         config = json.load(fh)
     for stage in config["stages"].values():
         for queue, function in (("deliveries", "deliveries_worker"),
-                                ("webhooks", "webhooks_worker"), ("inbound", "inbound_worker")):
+                                ("webhooks", "webhooks_worker"), ("inbound", "inbound_worker"),
+                                ("bulk", "bulk_worker")):
             visibility = next(res["Properties"]["VisibilityTimeout"] for res in resources.values()
                               if res["Properties"].get("QueueName") ==
                               {"Fn::Sub": f"email-service-${{Stage}}-{queue}"})
@@ -95,6 +130,18 @@ def test_build_fills_placeholders_and_splits_lists(tmp_path):
     assert missing == {"Unknown"}
     lean = build.lambda_requirements("boto3==1.0\nSQLAlchemy==2.1.9\naiosmtpd==1.4.6\n")
     assert "\nSQLAlchemy==2.1.9\n" in lean and not re.search(r"^boto3", lean, re.M)
+
+
+def test_build_packages_the_web_console(tmp_path):
+    project = build.build(str(tmp_path / "project"))
+    files = os.path.join(project, "chalicelib", "console_files")
+    assert os.path.isfile(os.path.join(files, "index.html"))
+    assert os.path.isfile(os.path.join(files, "assets", "pages", "server", "routes.js"))
+    assert not os.path.exists(os.path.join(files, "node_modules"))
+    # The packaged chalicelib/console.py finds them beside itself.
+    found = subprocess.run([sys.executable, "-c", "from chalicelib import console; print(console.root())"],
+                           cwd=project, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == files
 
 
 def test_gateway_dockerfile():

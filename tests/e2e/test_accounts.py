@@ -38,7 +38,7 @@ def test_register_me_profile_and_logout(api, monkeypatch):
     assert err["field"] == "email_address"
     err = Api.error(api.post(f"{AUTH}/register", {"email_address": "y" + email}), 400,
                     "ParameterMissing")
-    assert err["field"] == "password"
+    assert err["field"] == "first_name"
 
     token = session["session_token"]
     me = Api.data(api.get(f"{AUTH}/me", bearer=token))
@@ -54,6 +54,31 @@ def test_register_me_profile_and_logout(api, monkeypatch):
     Api.error(api.get(f"{AUTH}/me", bearer=token), 401, "Unauthorized")
     Api.error(api.get(f"{AUTH}/me"), 401, "Unauthorized")
     Api.error(api.get(f"{AUTH}/me", bearer="forged-token"), 401, "Unauthorized")
+
+
+def test_registration_requires_all_four_fields(api, monkeypatch):
+    """The spec lists email_address, first_name, last_name and password, none optional:
+    absent is ParameterMissing naming the field, empty (or blank) a 422, and nothing is
+    stored either way."""
+    monkeypatch.setenv("AUTH_ALLOW_REGISTRATION", "true")
+    email = f"{unique('req')}@example.com"
+    body = {"email_address": email, "first_name": "Ada", "last_name": "Lovelace",
+            "password": PASSWORD}
+    for name in body:
+        partial = {k: v for k, v in body.items() if k != name}
+        err = Api.error(api.post(f"{AUTH}/register", partial), 400, "ParameterMissing")
+        assert err["field"] == name and name in err["message"]
+    for name in body:
+        err = Api.error(api.post(f"{AUTH}/register", {**body, name: ""}), 422,
+                        "ValidationError")
+        assert err["field"] == name
+    for name in ("first_name", "last_name"):
+        err = Api.error(api.post(f"{AUTH}/register", {**body, name: "  "}), 422,
+                        "ValidationError")
+        assert err["field"] == name and "empty" in err["message"]
+    # None of those created the account: the full request still can.
+    user = Api.data(api.post(f"{AUTH}/register", body), 201)["user"]
+    assert (user["first_name"], user["last_name"]) == ("Ada", "Lovelace")
 
 
 def test_login_answers_the_same_for_unknown_addresses_and_wrong_passwords(api):

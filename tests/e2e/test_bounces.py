@@ -57,7 +57,7 @@ def message(api, tenant, message_id):
 def test_hard_bounce_matched_stored_and_suppressed(stack, api, tenant, sent):
     recipient, received = sent
     return_path = received.mail_from
-    assert return_path == f"{recipient['token']}@rp.mx.service.test"
+    assert return_path == f"{recipient['token']}@rp.{tenant.domain}"  # the domain's own
     with plain_client(stack.smtp_port) as client:
         client.sendmail("", [return_path], dsn(return_path, recipient["rcpt_to"]))
     [bounce] = Api.data(api.get(f"{SERVER}/bounces", server_key=tenant.api_key))["bounces"]

@@ -104,3 +104,25 @@ def test_a_throttled_call_says_when_to_retry(client, tenant, monkeypatch):
         client.send(**message)
     assert limited.value.code == "RateLimited" and limited.value.status == 429
     assert limited.value.retry_after == 4
+
+
+def test_idempotency_keys_scheduled_sends_cancel_and_bulk(client, tenant):
+    from datetime import timedelta
+
+    from chalicelib import clock
+
+    send_at = (clock.now() + timedelta(hours=1)).replace(microsecond=0).isoformat() + "Z"
+    first = client.send(from_=f"app@{tenant.domain}", to="ann@example.net", text_body="x",
+                        send_at=send_at, tag="sched", idempotency_key="order-42")
+    again = client.send(from_=f"app@{tenant.domain}", to="ann@example.net", text_body="x",
+                        send_at=send_at, tag="sched", idempotency_key="order-42")
+    assert again == first and first["recipients"][0]["status"] == "Scheduled"
+    with pytest.raises(ApiError) as exc:
+        client.send(from_=f"app@{tenant.domain}", to="bob@example.net", text_body="x",
+                    idempotency_key="order-42")
+    assert exc.value.code == "IdempotencyKeyReused" and exc.value.status == 422
+    cancelled = client.cancel(first["recipients"][0]["id"])["message"]
+    assert cancelled["status"] == "Cancelled"
+    assert client.bulk("cancel", {"tag": "sched"}, dry_run=True)["matched"] == 0
+    job = client.bulk("retry")["job"]
+    assert client.bulk_job(job["id"])["job"]["action"] == "retry"

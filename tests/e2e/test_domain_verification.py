@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.services import dns_lookup
 from tests.dns_server import LoopbackDNS
 from tests.support import Api, unique
 
@@ -13,7 +12,7 @@ from tests.support import Api, unique
 def dns_zone(monkeypatch):
     monkeypatch.setenv("DOMAIN_VERIFY_DNS", "true")
     with LoopbackDNS({}) as server:
-        monkeypatch.setattr(dns_lookup, "resolver", server.resolver())
+        monkeypatch.setenv("DNS_RESOLVERS", f"127.0.0.1:{server.port}")
         yield server
 
 
@@ -56,9 +55,8 @@ def test_a_record_split_into_strings_counts_and_an_unanswered_lookup_is_a_clear_
         "verified"] is True
 
     other, _ = _new_domain(api, tenant)
-    dead = dns_zone.resolver()
-    dead.port, dead.lifetime, dead.timeout = 9, 0.3, 0.3  # nobody answers there
-    monkeypatch.setattr(dns_lookup, "resolver", dead)
+    monkeypatch.setenv("DNS_RESOLVERS", "127.0.0.1:9")  # nobody answers there
+    monkeypatch.setenv("DNS_TIMEOUT_SECONDS", "0.3")
     refused = api.post(tenant.server_path + f"/domains/{other}/verify")
     assert refused.status_code == 422 and "try again" in refused.json()["error"]["message"]
 

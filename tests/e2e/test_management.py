@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 
+import pytest
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -22,8 +24,10 @@ def test_tenant_setup_end_to_end_and_dkim_record_carries_a_2048_bit_key(api):
     assert domain["name"] == "mail.example.org" and domain["verified"] is False
 
     records = domain["dns_records"]
-    assert set(records) == {"verification", "spf", "dkim"}
-    assert all(r["type"] == "TXT" for r in records.values())
+    assert set(records) == {"verification", "spf", "dkim", "return_path", "dmarc"}
+    assert all(r["type"] == "TXT" for k, r in records.items() if k != "return_path")
+    assert records["return_path"] == {"type": "CNAME", "name": "rp.mail.example.org",
+                                      "value": "rp.mx.service.test"}
     assert records["spf"]["value"].startswith("v=spf1 ") and "include:" in records["spf"]["value"]
     assert records["dkim"]["name"] == f"{domain['dkim_selector']}._domainkey.mail.example.org"
     tags = dict(part.strip().split("=", 1) for part in records["dkim"]["value"].split(";"))
@@ -125,3 +129,29 @@ def test_duplicate_and_invalid_domains(api, tenant):
     assert idn["name"] == "xn--bcher-kva.example"
     Api.data(api.delete(base + "/domains/bücher.example"))
     Api.error(api.get(base + "/domains/xn--bcher-kva.example"), 404, "NotFound")
+
+
+@pytest.mark.parametrize("name,under", [
+    ("beta.test", "test"), ("Mail.LOCALHOST", "localhost"), ("shop.local", "local"),
+    ("x.invalid", "invalid"), ("abc.onion", "onion"), ("router.home.arpa", "arpa"),
+    ("corp.internal", "internal"), ("svc.alt", "alt")])
+def test_reserved_and_special_use_domains_are_refused_with_the_reason(api, tenant, name, under):
+    err = Api.error(api.post(tenant.server_path + "/domains", {"name": name}), 422,
+                    "ValidationError")
+    assert err["field"] == "name" and f"under {under}" in err["message"], err
+    assert "RFC" in err["message"] or "ICANN" in err["message"], err
+
+
+def test_documentation_domains_only_with_the_explicit_allowance(api, tenant, monkeypatch):
+    monkeypatch.setenv("RESERVED_DOMAINS_ALLOWED", "example.net")
+    err = Api.error(api.post(tenant.server_path + "/domains", {"name": "mail.example.com"}),
+                    422, "ValidationError")
+    assert "example.com" in err["message"] and "RFC 2606" in err["message"]
+    Api.data(api.post(tenant.server_path + "/domains", {"name": "mail.example.net"}), 201)
+
+
+def test_the_allowance_cannot_name_undeliverable_reserved_names():
+    from chalicelib.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match="RESERVED_DOMAINS_ALLOWED: test cannot be allowed"):
+        load_settings({"RESERVED_DOMAINS_ALLOWED": "example.com,test"})

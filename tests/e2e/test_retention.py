@@ -74,3 +74,28 @@ def test_spent_sessions_and_lapsed_suppressions_are_removed(api, tenant):
     with session_scope() as db:
         assert db.get(UserSession, ids[0]) is None and db.get(UserSession, ids[1]) is not None
         assert db.get(Suppression, ids[2]) is None and db.get(Suppression, ids[3]) is not None
+
+
+def test_old_idempotency_keys_finished_bulk_jobs_go_and_scheduled_mail_stays(api, tenant):
+    from chalicelib.db.models import BulkJob, IdempotencyKey
+
+    server_id = _server_id(tenant)
+    now = clock.now()
+    with session_scope() as db:
+        db.get(Server, server_id).message_retention_days = 7
+        scheduled = _mail(db, server_id, 8, "Scheduled")  # due later: work still pending
+        db.add_all([IdempotencyKey(server_id=server_id, key="old", request_hash="h",
+                                   created_at=now - timedelta(days=3)),
+                    IdempotencyKey(server_id=server_id, key="recent", request_hash="h",
+                                   created_at=now - timedelta(hours=20))])
+        for key, finished in (("old", now - timedelta(days=31)), ("recent", now)):
+            db.add(BulkJob(server_id=server_id, action="cancel", filter={"tag": key},
+                           status="Done", max_message_id=0, finished_at=finished))
+    retention.run()
+    with session_scope() as db:
+        assert db.get(Message, scheduled) is not None
+        keys = set(db.scalars(select(IdempotencyKey.key).where(
+            IdempotencyKey.server_id == server_id)))
+        jobs = [j.filter["tag"] for j in db.scalars(select(BulkJob).where(
+            BulkJob.server_id == server_id))]
+        assert keys == {"recent"} and jobs == ["recent"]

@@ -66,7 +66,7 @@ def test_accepted_signed_and_recorded(api, tenant, mx):
     assert [e["event"] for e in shown["events"]] == ["MessageSent"]
 
     [received] = mx.received_for(to)
-    assert received.mail_from == f"{recipient['token']}@rp.mx.service.test"
+    assert received.mail_from == f"{recipient['token']}@rp.{tenant.domain}"  # verified return path
     assert verify_dkim(received.data, dns_txt(api, tenant))
     assert b"d=" + tenant.domain.encode() in received.data.replace(b"\r\n", b"")
     tampered = received.data.replace(b"Hello", b"Hellp", 1)
@@ -260,6 +260,40 @@ def test_batch_gives_one_result_per_entry(api, tenant, mx):
         wait_status(api, tenant, r["data"]["recipients"][0]["id"], "Sent")
     Api.error(api.post(f"{SERVER}/messages/batch", {"messages": [good] * 501},
                        server_key=tenant.api_key), 422, "ValidationError")
+
+
+def test_batch_as_a_bare_array_answers_as_the_object_form(api, tenant, mx):
+    """A bare JSON array of SendRequests (as camelmailer's send_batch posts it) is the same
+    request as {"messages": [...]}, with the same answer and limits."""
+    def entries(tag):
+        return [{"from": f"app@{tenant.domain}", "to": [f"{tag}-1@example.net"],
+                 "text_body": "one"},
+                {"from": f"app@{tenant.domain}", "to": ["broken"], "text_body": "x"},
+                {"to": [rcpt()], "text_body": "x"}]
+
+    as_object = Api.data(api.post(f"{SERVER}/messages/batch", {"messages": entries("obj")},
+                                  server_key=tenant.api_key), 200)
+    as_array = Api.data(api.post(f"{SERVER}/messages/batch", entries("arr"),
+                                 server_key=tenant.api_key), 200)
+    assert set(as_array) == set(as_object) == {"messages", "accepted", "failed"}
+    assert (as_array["accepted"], as_array["failed"]) == (as_object["accepted"],
+                                                          as_object["failed"]) == (1, 2)
+    assert [r["error"] for r in as_array["messages"][1:]] == \
+        [r["error"] for r in as_object["messages"][1:]]
+    sent = as_array["messages"][0]["data"]["recipients"][0]
+    assert sent["rcpt_to"] == "arr-1@example.net"
+    wait_status(api, tenant, sent["id"], "Sent")
+    for body, code, status in (([], "ValidationError", 422),
+                               ([entries("x")[0]] * 501, "ValidationError", 422),
+                               ([[1, 2]], None, 200), ("just a string", "ValidationError", 422)):
+        response = api.post(f"{SERVER}/messages/batch", body, server_key=tenant.api_key)
+        if code:
+            Api.error(response, status, code)
+        else:  # a nested array is an entry that is not an object: it fails alone
+            assert Api.data(response, 200)["messages"][0]["status"] == "error"
+    # Only the batch routes read an array.
+    Api.error(api.post(f"{SERVER}/messages", entries("y"), server_key=tenant.api_key), 422,
+              "ValidationError")
 
 
 def test_listing_filters_and_pagination(api, tenant, mx):

@@ -42,6 +42,25 @@ def _park(db, api, tenant, to: str) -> int:
     return message_id
 
 
+def _park_settled(db, api, tenant, to: str, monkeypatch) -> int:
+    """``_park``, then wait until the submission's own wake-up has reached a stack worker (which
+    finds the row early and puts it back for later): else that worker could claim the row once
+    the test makes it due."""
+    put_back: set[int] = set()
+    real_enqueue = queues.enqueue_after_commit
+
+    def spy(session, queue, row_id, delay_seconds=0):
+        if queue == worker.QUEUE and delay_seconds > 0:
+            put_back.add(row_id)
+        return real_enqueue(session, queue, row_id, delay_seconds)
+
+    monkeypatch.setattr(queues, "enqueue_after_commit", spy)
+    message_id = _park(db, api, tenant, to)
+    wait_for(lambda: message_id in put_back, message="the stack's early wake-up")
+    monkeypatch.setattr(queues, "enqueue_after_commit", real_enqueue)
+    return message_id
+
+
 def _make_due(message_id: int) -> None:
     with session_scope() as session:
         session.execute(update(Message).where(Message.id == message_id)
@@ -59,6 +78,102 @@ def test_early_wakeup_only_reenqueues(api, tenant, mx, db):
     assert worker.process(message_id) == "early"
     assert _deliveries(message_id) == []
     assert worker.process(99999999) == "nothing-to-do"
+
+
+def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db, monkeypatch):
+    """The row becomes due between the claim's now and the worker's second look: that is an
+    early wake-up (re-enqueued), not a row "claimed elsewhere" left for the next sweep."""
+    message_id = _park_settled(db, api, tenant, rcpt("edge"), monkeypatch)
+    real_params = worker.claims.claim_params
+
+    test_thread = threading.current_thread()
+
+    def params_then_time_passes(row_id, worker_name):
+        params = real_params(row_id, worker_name)
+        if threading.current_thread() is not test_thread or row_id != message_id:
+            return params  # the stack's own workers run as usual
+        with session_scope() as session:  # due a moment after the claim's now ...
+            session.execute(update(Message).where(Message.id == row_id).values(
+                next_attempt_at=params[worker.claims.CLAIM_NOW] + timedelta(microseconds=5)))
+        clock.advance(timedelta(milliseconds=1))  # ... and already past when it looks again
+        monkeypatch.setattr(worker.claims, "claim_params", real_params)
+        return params
+
+    monkeypatch.setattr(worker.claims, "claim_params", params_then_time_passes)
+    assert worker.process(message_id) == "early"
+    wait_for(lambda: [d.status for d in _deliveries(message_id)] == ["Sent"], 20,
+             message="the re-enqueued wake-up to deliver")
+
+
+def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, monkeypatch):
+    """The claim expired during the attempt and another worker took the row: the InFlight
+    marker is written only under our claim, so this worker closes the session before DATA."""
+    to = rcpt("lost")
+    message_id = _park_settled(db, api, tenant, to, monkeypatch)
+    real_targets = worker.delivery.targets
+    test_thread = threading.current_thread()
+
+    def targets_while_claim_is_taken(domain):
+        if threading.current_thread() is not test_thread:
+            return real_targets(domain)  # the stack's own workers deliver as usual
+        with session_scope() as session:
+            session.execute(update(Message).where(Message.id == message_id)
+                            .values(locked_by="another-worker", locked_at=clock.now()))
+        return real_targets(domain)
+
+    monkeypatch.setattr(worker.delivery, "targets", targets_while_claim_is_taken)
+    _make_due(message_id)
+    assert worker.process(message_id) == "claim-lost"
+    assert _deliveries(message_id) == []
+    assert mx.received_for(to) == []
+    with session_scope() as session:
+        row = session.get(Message, message_id)
+        assert (row.locked_by, row.status, row.attempts) == ("another-worker", "Pending", 0)
+
+
+def test_the_sweeper_wakes_a_due_row_once_until_it_is_claimed(api, tenant, mx, db, monkeypatch):
+    """During a backlog a due row's wake-up sits in the queue: later sweeps must not add more.
+    It is woken again only after SWEEP_REWAKE_SECONDS without a claim (a lost wake-up), or at
+    once after a claim consumed the last one."""
+    from chalicelib.services import claims
+
+    monkeypatch.setenv("SWEEP_REWAKE_SECONDS", "600")
+    message_id = _park(db, api, tenant, rcpt("sweep"))
+    # "Held" keeps the stack's own sweeper and workers away from the row; the sweep here
+    # is narrowed to it.
+    with session_scope() as session:
+        session.execute(update(Message).where(Message.id == message_id).values(
+            status="Held", next_attempt_at=clock.now() - timedelta(minutes=5)))
+
+    def sweep():
+        with session_scope() as session:
+            return claims.due_ids(session, Message, 10, 0, Message.id == message_id)
+
+    assert sweep() == [message_id]
+    assert sweep() == []  # its wake-up may still be queued
+    clock.advance(timedelta(seconds=601))
+    assert sweep() == [message_id]  # lost after all: woken again
+    with session_scope() as session:
+        assert claims.claim(session, Message, message_id, "w1")
+        session.execute(update(Message).where(Message.id == message_id)
+                        .values(locked_by=None, locked_at=None))
+    assert sweep() == [message_id]  # the claim consumed it: due again, woken again
+
+
+def test_a_restart_of_the_local_stack_forgets_queued_wakeups(api, tenant, mx, db):
+    from chalicelib.config import get_settings
+    from chalicelib.local.stack import prepare
+    from chalicelib.services import claims
+
+    message_id = _park(db, api, tenant, rcpt("restart"))
+    with session_scope() as session:
+        session.execute(update(Message).where(Message.id == message_id).values(
+            status="Held", next_attempt_at=clock.now() - timedelta(minutes=5)))
+        assert claims.due_ids(session, Message, 10, 0, Message.id == message_id)
+    prepare(get_settings())  # what a start does before its first sweep
+    with session_scope() as session:
+        assert claims.due_ids(session, Message, 10, 0, Message.id == message_id) == \
+            [message_id]
 
 
 @pytest.mark.postgres_only

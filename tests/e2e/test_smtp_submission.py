@@ -42,7 +42,7 @@ def test_submission_is_signed_tracked_and_delivered(stack, api, tenant, mx):
         assert refused == {}
     for address in to:
         [received] = wait_for(lambda: mx.received_for(address), 20, message=f"mail to {address}")
-        assert received.mail_from.endswith("@rp.mx.service.test")
+        assert received.mail_from.endswith(f"@rp.{tenant.domain}")  # verified return path
         assert verify_dkim(received.data, dns_txt(api, tenant))
         html, _ = html_and_text(received.data)
         clicks, pixels = tracking_urls(html)
@@ -77,3 +77,45 @@ def test_smtp_ip_credential_submits_without_auth(stack, api, tenant, mx):
         assert client.mail(f"app@{tenant.domain}")[0] == 250
         code, reply = client.rcpt(to)
         assert code in (530, 550), reply
+
+
+ORIGINATOR_HEADERS = ["Sender", "Resent-From", "Resent-Sender"]
+
+
+def _plain_mail(from_: str, extra: str, to: str, subject: str) -> bytes:
+    return (f"{extra}From: App <{from_}>\r\nTo: {to}\r\nSubject: {subject}\r\n"
+            f"Date: {formatdate(usegmt=True)}\r\n\r\nHello\r\n").encode()
+
+
+@pytest.mark.parametrize("header", ORIGINATOR_HEADERS)
+def test_other_originator_headers_must_be_verified_domains_too(stack, api, tenant, mx, header):
+    """A verified From does not carry a foreign Sender/Resent-* out under our signature."""
+    to = f"{unique('r')}@recipient.example"
+    with starttls_client(stack.smtp_port) as client:
+        client.login("x", tenant.smtp_key)
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            client.sendmail(f"app@{tenant.domain}", [to], _plain_mail(
+                f"app@{tenant.domain}", f"{header}: boss@foreign-sender.example\r\n", to,
+                unique("spoof")))
+        assert refused.value.smtp_code == 550
+        reply = refused.value.smtp_error.decode()
+        assert header in reply and "foreign-sender.example" in reply, reply
+        # The same header naming the From domain, or another verified domain of the server,
+        # is fine.
+        second = f"{unique('d2')}.example.com"
+        Api.data(api.post(tenant.server_path + "/domains", {"name": second}), 201)
+        Api.data(api.post(tenant.server_path + f"/domains/{second}/verify"))
+        for owner in (f"ops@{tenant.domain}", f"ops@{second}"):
+            subject = unique("ok")
+            assert client.sendmail(f"app@{tenant.domain}", [to], _plain_mail(
+                f"app@{tenant.domain}", f"{header}: {owner}\r\n", to, subject)) == {}
+    wait_for(lambda: len(mx.received_for(to)) == 2, 20, message="both accepted mails")
+
+
+@pytest.mark.parametrize("header", ORIGINATOR_HEADERS)
+def test_originator_headers_cannot_be_set_over_http(api, tenant, header):
+    resp = api.post(f"{SERVER}/messages", {
+        "from": f"app@{tenant.domain}", "to": ["r@recipient.example"], "subject": "x",
+        "text_body": "x", "headers": {header: "boss@foreign-sender.example"}},
+        server_key=tenant.api_key)
+    assert Api.error(resp, 422, "ValidationError")["field"] == f"headers.{header}"

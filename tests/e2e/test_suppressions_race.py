@@ -29,7 +29,8 @@ def test_concurrent_suppressions_of_one_address_both_commit(api, tenant):
         try:
             with session_scope() as db:
                 barrier.wait(timeout=10)
-                suppressions.suppress(db, server_id, address, f"hard fail {n}", "hard_fail")
+                suppressions.suppress(db, server_id, address, reason="HardBounce",
+                                      origin="hard_fail", details=f"hard fail {n}")
         except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
@@ -42,15 +43,40 @@ def test_concurrent_suppressions_of_one_address_both_commit(api, tenant):
     with session_scope() as db:
         rows = db.scalars(select(Suppression).where(Suppression.server_id == server_id,
                                                     Suppression.address == address)).all()
-    assert len(rows) == 1 and rows[0].source == "hard_fail" and rows[0].expires_at
+    assert len(rows) == 1 and rows[0].origin == "hard_fail" and rows[0].expires_at
 
 
-def test_suppressing_again_refreshes_the_entry(api, tenant):
+def test_suppressing_again_refreshes_the_entry_but_never_shortens_a_permanent_one(api, tenant):
     server_id = _server_id(tenant)
     address = f"{unique('again')}@example.net"
     with session_scope() as db:
-        first = suppressions.suppress(db, server_id, address, "manual block", "manual")
-        assert first.expires_at is None and first.reason == "manual block"
+        first = suppressions.suppress(db, server_id, address, reason="HardBounce",
+                                      origin="bounce", details="bounced once")
+        assert first.expires_at is not None and first.reason == "HardBounce"
+    with session_scope() as db:  # a permanent reason replaces a timed entry
+        second = suppressions.suppress(db, server_id, address.upper(), reason="Unsubscribe",
+                                       origin="unsubscribe", details="clicked")
+        assert second.id == first.id and second.reason == "Unsubscribe"
+        assert second.expires_at is None and second.origin == "unsubscribe"
+    with session_scope() as db:  # a later hard bounce must not end the unsubscribe in 30 days
+        third = suppressions.suppress(db, server_id, address, reason="HardBounce",
+                                      origin="hard_fail", details="550 gone")
+        assert third.id == first.id and third.reason == "Unsubscribe"
+        assert third.expires_at is None and third.details == "clicked"
+
+
+def test_an_import_meeting_an_entry_added_meanwhile_skips_it(api, tenant):
+    """The import looks for existing entries, then inserts: an entry another request adds in
+    between is counted as skipped, not a unique-key error (a 500 for the whole import)."""
+    server_id = _server_id(tenant)
+    address = f"{unique('between')}@example.net"
     with session_scope() as db:
-        second = suppressions.suppress(db, server_id, address.upper(), "bounced", "bounce")
-        assert second.id == first.id and second.reason == "bounced" and second.expires_at
+        suppressions.suppress(db, server_id, address, reason="Manual", origin="manual")
+    with session_scope() as db:
+        written = suppressions._insert_imported(db, server_id, [
+            {"address": address, "reason": "Unsubscribe", "stream_id": None},
+            {"address": "other-" + address, "reason": "Unsubscribe", "stream_id": None}])
+        assert written == 1
+    with session_scope() as db:
+        row = suppressions.active_entry(db, server_id, address)
+        assert row.reason == "Manual" and row.origin == "manual"

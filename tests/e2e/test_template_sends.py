@@ -202,3 +202,63 @@ def test_batch_shared_fields_are_validated_once(api, tenant, order):
                               "messages": [{"to": ["x@example.net"]}]},
                              server_key=tenant.api_key), 422, "ValidationError")
     assert err["field"] == "template_model"
+
+
+def _shape(answer: dict) -> dict:
+    """A batch answer without the ids and tokens that differ between two sends."""
+    return {**answer, "messages": [
+        {k: v for k, v in r.items() if k != "data"} |
+        ({"recipients": [x["rcpt_to"] for x in r["data"]["recipients"]]} if "data" in r else {})
+        for r in answer["messages"]]}
+
+
+def test_batch_as_a_bare_array_answers_as_the_object_form(api, tenant, order, mx):
+    """What third-party SDKs send (camelmailer's send_with_template_batch): a JSON array of
+    template sends, each naming its template."""
+    other = Api.data(api.post(S + "/templates", {"name": "Other", "subject": "Hi {{ name }}",
+                                                 "text_body": "x"},
+                              server_key=tenant.api_key), 201)["template"]["permalink"]
+    sender = f"shop@{tenant.domain}"
+    entries = [{"to": ["arr1@example.net"], "template_model": {"name": "A", "order": {"id": 1}}},
+               {"to": ["not an address"], "template_model": {"name": "B"}},
+               {"to": ["arr2@example.net"], "template_model": {"name": "C"}}]
+    as_object = Api.data(api.post(S + "/messages/with_template/batch",
+                                  {"template": "order", "from": sender, "messages": entries},
+                                  server_key=tenant.api_key), 200)
+    as_array = Api.data(api.post(S + "/messages/with_template/batch",
+                                 [{**e, "template": "order", "from": sender} for e in entries],
+                                 server_key=tenant.api_key), 200)
+    assert _shape(as_array) == _shape(as_object)
+    assert as_array["template"] == "order" and as_array["accepted"] == 2
+    arrived = wait_for(lambda: mx.received_for("arr1@example.net"), 20, message="delivery")
+    assert "Order 1 for A" in {_parts(m.data)[0] for m in arrived}
+
+    # Entries may name different templates; each unknown one fails alone.
+    mixed = Api.data(api.post(S + "/messages/with_template/batch", [
+        {"template": "order", "from": sender, "to": ["m1@example.net"]},
+        {"template": other, "from": sender, "to": ["m2@example.net"],
+         "template_model": {"name": "Zed"}},
+        {"template": "no-such-template", "from": sender, "to": ["m3@example.net"]},
+        {"from": sender, "to": ["m4@example.net"]},
+    ], server_key=tenant.api_key), 200)
+    assert [r["status"] for r in mixed["messages"]] == ["success", "success", "error", "error"]
+    assert mixed["messages"][2]["error"]["code"] == "NotFound"
+    assert mixed["messages"][3]["error"] == {"code": "ParameterMissing", "field": "template",
+                                             "message": mixed["messages"][3]["error"]["message"]}
+    assert mixed["template"] is None and (mixed["accepted"], mixed["failed"]) == (2, 2)
+    m2 = wait_for(lambda: mx.received_for("m2@example.net"), 20, message="delivery m2")
+    assert _parts(m2[0].data)[0] == "Hi Zed"
+
+    # The array form has the object form's limits; no entry names a template: 400.
+    err = Api.error(api.post(S + "/messages/with_template/batch", [],
+                             server_key=tenant.api_key), 422, "ValidationError")
+    assert err["field"] == "messages"
+    Api.error(api.post(S + "/messages/with_template/batch",
+                       [{"template": "order", "to": ["x@example.net"]}] * 501,
+                       server_key=tenant.api_key), 422, "ValidationError")
+    err = Api.error(api.post(S + "/messages/with_template/batch", [{"to": ["x@example.net"]}],
+                             server_key=tenant.api_key), 400, "ParameterMissing")
+    assert err["field"] == "template"
+    # Only the two batch routes read an array.
+    Api.error(api.post(S + "/messages/with_template", [{"template": "order"}],
+                       server_key=tenant.api_key), 422, "ValidationError")

@@ -90,3 +90,29 @@ def test_each_event_of_a_real_send_arrives_signed_and_in_order(api, tenant, mx):
         wait_for(lambda: not queue_rows(off["id"]))
     assert len(every.requests) == 5 and len(failures.requests) == 2
     assert off_rx.requests == [] and log_rows(off["id"]) == []  # disabled: nothing at all
+
+
+def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
+    """A retried row may be woken by the sweeper again as soon as it is due (woken_at cleared),
+    not only after SWEEP_REWAKE_SECONDS."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from chalicelib import clock
+    from chalicelib.db import session_scope
+    from chalicelib.db.models import WebhookRequest
+    from chalicelib.services import webhook_delivery
+    from tests.e2e.webhook_helpers import emit, make_message
+
+    with Receiver([500, 500, 500]) as failing:
+        hook = create_webhook(api, tenant, failing.url)
+        emit(make_message(tenant), "MessageSent")
+        wait_for(lambda: log_rows(hook["id"]), message="the first attempt")
+        [row] = queue_rows(hook["id"])
+        with session_scope() as db:  # due again, woken by a sweep (so no other sweep takes it)
+            db.execute(update(WebhookRequest).where(WebhookRequest.id == row.id).values(
+                woken_at=clock.now(), next_attempt_at=clock.now() - timedelta(seconds=1)))
+        webhook_delivery.process(row.id)
+        [row] = queue_rows(hook["id"])
+        assert row.attempts == 2 and row.woken_at is None

@@ -30,3 +30,37 @@ def test_downgrade_to_empty_and_upgrade_again(tmp_path):
     migrate.upgrade(url)
     assert set(Base.metadata.tables) <= set(inspect(engine).get_table_names())
     engine.dispose()
+
+
+def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
+    """0007 keeps every existing suppression (for every stream), its free-text reason as
+    details, and derives the reason code from what added it."""
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path}/reasons.db"
+    migrate.upgrade(url, "0003")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
+                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
+                          "'2026-01-01', '2026-01-01')"))
+        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
+                          "track_opens, track_clicks, message_retention_days, created_at, "
+                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
+                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        for address, source in (("a@x.example", "hard_fail"), ("b@x.example", "bounce"),
+                                ("c@x.example", "complaint"), ("d@x.example", "manual"),
+                                ("e@x.example", "api")):
+            conn.execute(text("INSERT INTO suppressions (server_id, address, reason, source, "
+                              "created_at) SELECT id, :a, 'why ' || :s, :s, '2026-01-01' "
+                              "FROM servers"), {"a": address, "s": source})
+    migrate.upgrade(url)
+    with engine.connect() as conn:
+        rows = {a: (code, why, key) for a, code, why, key in conn.execute(text(
+            "SELECT address, reason_code, reason, stream_key FROM suppressions"))}
+    engine.dispose()
+    assert rows == {"a@x.example": ("HardBounce", "why hard_fail", 0),
+                    "b@x.example": ("HardBounce", "why bounce", 0),
+                    "c@x.example": ("SpamComplaint", "why complaint", 0),
+                    "d@x.example": ("Manual", "why manual", 0),
+                    "e@x.example": ("Manual", "why api", 0)}

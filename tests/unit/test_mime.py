@@ -677,8 +677,24 @@ class TestHeaderAddresses:
         assert result == {
             "from": Address("alice@example.com", "Alice"),
             "sender": Address("s@other.example"),
+            "resent": [],
             "subject": None,
         }
+
+    def test_resent_originators_every_block(self):
+        result = header_addresses(b"Resent-From: r1@one.example\r\nResent-Sender: <s1@two.example>\r\n"
+                                  b"Resent-From: R <r2@three.example>\r\nFrom: a@good.example\r\n\r\n")
+        assert result["resent"] == [("resent-from", Address("r1@one.example")),
+                                    ("resent-from", Address("r2@three.example", "R")),
+                                    ("resent-sender", Address("s1@two.example"))]
+
+    @pytest.mark.parametrize("header", [b"Resent-From: a@x.example, b@y.example",
+                                        b"Resent-Sender: not an address",
+                                        b'Resent-From: "a@good.example" <b@evil.example'])
+    def test_resent_originators_must_be_one_clear_mailbox(self, header):
+        with pytest.raises(InvalidField) as info:
+            header_addresses(header + b"\r\nFrom: a@good.example\r\n\r\n")
+        assert info.value.field.startswith("resent-")
 
     def test_quoted_address_in_name_is_not_the_address(self):
         assert header_addresses(b'From: "a@good.example" <b@evil.example>\r\n\r\n')["from"].domain == "evil.example"

@@ -145,3 +145,27 @@ def test_local_port_stop_leaves_no_thread():
     time.sleep(0.05)
     assert not [t for t in threading.enumerate() if t.name == "queue-scheduler" and t.is_alive()
                 and t is port._thread]
+
+
+def test_enqueue_many_sends_sqs_batches_of_ten(sqs, monkeypatch):
+    client, urls = sqs
+    monkeypatch.setattr(queues, "_port", queues.SqsPort(client=client, prefix=PREFIX))
+    calls = []
+    real = client.send_message_batch
+
+    def counting(**kwargs):
+        calls.append(len(kwargs["Entries"]))
+        return real(**kwargs)
+
+    client.send_message_batch = counting
+    queues.enqueue_many("bulk", list(range(1, 24)))
+    assert calls == [10, 10, 3]
+    received = set()
+    while True:
+        got = client.receive_message(QueueUrl=urls["bulk"], MaxNumberOfMessages=10)
+        if not got.get("Messages"):
+            break
+        for m in got["Messages"]:
+            received.add(json.loads(m["Body"])["id"])
+            client.delete_message(QueueUrl=urls["bulk"], ReceiptHandle=m["ReceiptHandle"])
+    assert received == set(range(1, 24))

@@ -67,7 +67,8 @@ def test_submit_raw_enforces_the_size_limit(db, server, monkeypatch):
 
 def test_suppressed_recipient_held_with_event_and_not_enqueued(db, server):
     held = f"{unique('h')}@example.org"
-    suppressions.suppress(db, server.id, held.upper(), "complained", "manual")
+    suppressions.suppress(db, server.id, held.upper(), reason="Manual", origin="manual",
+                          details="complained")
     assert suppressions.is_suppressed(db, server.id, held)
     request = SendRequest.model_validate({"from": f"app@{server.domain_name}", "to": [held],
                                           "text_body": "x"})
@@ -88,7 +89,8 @@ def test_automatic_suppressions_expire(db, server, monkeypatch):
 
     monkeypatch.setenv("SUPPRESSION_EXPIRY_DAYS", "2")
     address = f"{unique('e')}@example.org"
-    row = suppressions.suppress(db, server.id, address, "hard failure", "hard_fail")
+    row = suppressions.suppress(db, server.id, address, reason="HardBounce", origin="hard_fail",
+                                details="hard failure")
     assert row.expires_at is not None
     clock.advance(timedelta(days=3))
     assert not suppressions.is_suppressed(db, server.id, address)

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from chalicelib.services import delivery, dns_lookup, retry
+from chalicelib.services import delivery, retry
 from tests.dns_server import LoopbackDNS
 
 
@@ -51,7 +51,7 @@ ZONE = {
 def dns_server(monkeypatch):
     monkeypatch.delenv("DELIVERY_RELAY", raising=False)
     with LoopbackDNS(ZONE) as server:
-        monkeypatch.setattr(dns_lookup, "resolver", server.resolver())
+        monkeypatch.setenv("DNS_RESOLVERS", f"127.0.0.1:{server.port}")  # as operators do
         yield server
 
 
@@ -79,6 +79,23 @@ def test_undeliverable_domains_fail_permanently(dns_server, domain, needle):
 def test_relay_overrides_mx(dns_server, monkeypatch):
     monkeypatch.setenv("DELIVERY_RELAY", "relay.internal:587")
     assert delivery.targets("multi.test") == [("relay.internal", 587)]
+
+
+@pytest.mark.parametrize("value", ["mx", "MX", " "])
+def test_mx_names_the_mx_hosts(dns_server, monkeypatch, value):
+    monkeypatch.setenv("DELIVERY_RELAY", value)
+    assert delivery.targets("multi.test") == [("primary.multi.test", 25),
+                                               ("backup.multi.test", 25)]
+
+
+def test_capture_keeps_the_message_and_never_connects(dns_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("DELIVERY_RELAY", "capture")
+    monkeypatch.setenv("CAPTURE_DIR", str(tmp_path))
+    assert delivery.targets("multi.test") == [delivery.CAPTURE]
+    outcome = delivery.send(delivery.targets("multi.test"), mail_from="tok123@rp.test",
+                            rcpt_to="ann@multi.test", data=b"Subject: x\r\n\r\nbody\r\n")
+    assert (outcome.status, outcome.host, outcome.code) == (delivery.SENT, "capture", 250)
+    assert (tmp_path / "tok123.eml").read_bytes().endswith(b"Subject: x\r\n\r\nbody\r\n")
 
 
 def test_unreachable_hosts_give_a_soft_failure_naming_them():

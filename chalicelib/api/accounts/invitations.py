@@ -3,16 +3,19 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api.auth import bearer_token
 from chalicelib.api.framework import NONE, Call, endpoint
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, members, sessions
+from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/invitations/{token}", "GET", auth=NONE)
+@endpoint(bp, "/invitations/{token}", "GET", auth=NONE,
+          response=shape.InvitationPreviewAnswer)
 def preview(call: Call, token: str):
     inv = members.pending_invitation(call.db, token)
     org = inv.organization
@@ -24,7 +27,8 @@ def preview(call: Call, token: str):
 
 
 @endpoint(bp, "/invitations/accept", "POST", auth=NONE, body=schemas.InvitationAcceptIn,
-          status=201)
+          status=201,
+          response=shape.AcceptResult)
 def accept(call: Call):
     # Bearer is optional here: a signed-in invitee joins as themself, a new one gets an account.
     token = bearer_token(call.request)

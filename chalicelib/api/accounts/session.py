@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, SESSION, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, admin_keys, audit, sessions, totp
+from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
@@ -19,7 +21,8 @@ def session_answer(user, session, token) -> dict:
     return sessions.session_result(schemas.user(user), session, token)
 
 
-@endpoint(bp, "/register", "POST", auth=NONE, body=schemas.RegisterIn, status=201)
+@endpoint(bp, "/register", "POST", auth=NONE, body=schemas.RegisterIn, status=201,
+          response=shape.SessionResult)
 def register(call: Call):
     b = call.body
     return session_answer(*accounts.register(call.db, email=b.email_address,
@@ -27,20 +30,23 @@ def register(call: Call):
                                              password=b.password, client=client(call)))
 
 
-@endpoint(bp, "/login", "POST", auth=NONE, body=schemas.LoginIn, status=201)
+@endpoint(bp, "/login", "POST", auth=NONE, body=schemas.LoginIn, status=201,
+          response=shape.SessionResult)
 def login(call: Call):
     b = call.body
     return session_answer(*accounts.login(call.db, email=b.email_address, password=b.password,
                                           totp_code=b.totp_code, client=client(call)))
 
 
-@endpoint(bp, "/logout", "POST", auth=SESSION)
+@endpoint(bp, "/logout", "POST", auth=SESSION,
+          response=shape.LoggedOut)
 def logout(call: Call):
     accounts.logout(call.db, call.principal.session, client(call))
     return {"logged_out": True}
 
 
-@endpoint(bp, "/sessions", "GET", auth=SESSION, query=q.PAGINATION)
+@endpoint(bp, "/sessions", "GET", auth=SESSION, query=q.PAGINATION,
+          response=shapes.page("sessions", shape.Session))
 def list_sessions(call: Call):
     """The caller's active sessions (where and when each was used; current marks this one)."""
     current = call.principal.session
@@ -50,7 +56,8 @@ def list_sessions(call: Call):
             "pagination": pagination}
 
 
-@endpoint(bp, "/sessions/{id}", "DELETE", auth=SESSION)
+@endpoint(bp, "/sessions/{id}", "DELETE", auth=SESSION,
+          response=shape.SessionRevoked)
 def revoke_session(call: Call, id: int):  # noqa: A002  (the path parameter's name)
     """Sign one of the caller's sessions out (this one too: then it is a logout)."""
     current = call.principal.session
@@ -61,7 +68,8 @@ def revoke_session(call: Call, id: int):  # noqa: A002  (the path parameter's na
     return {"session": sessions.session_record(target, current.id), "revoked": True}
 
 
-@endpoint(bp, "/sessions/revoke_others", "POST", auth=SESSION)
+@endpoint(bp, "/sessions/revoke_others", "POST", auth=SESSION,
+          response=shape.Revoked)
 def revoke_other_sessions(call: Call):
     """Sign out everywhere but here."""
     current = call.principal.session
@@ -77,18 +85,21 @@ def _me(call: Call) -> dict:
             "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
 
 
-@endpoint(bp, "/me", "GET", auth=SESSION)
+@endpoint(bp, "/me", "GET", auth=SESSION,
+          response=shape.Me)
 def me(call: Call):
     return _me(call)
 
 
-@endpoint(bp, "/me", "PATCH", auth=SESSION, body=schemas.ProfileIn)
+@endpoint(bp, "/me", "PATCH", auth=SESSION, body=schemas.ProfileIn,
+          response=shape.Me)
 def update_me(call: Call):
     accounts.update_profile(call.principal.user, call.body.model_dump(exclude_unset=True))
     return _me(call)
 
 
-@endpoint(bp, "/password", "POST", auth=SESSION, body=schemas.PasswordChangeIn)
+@endpoint(bp, "/password", "POST", auth=SESSION, body=schemas.PasswordChangeIn,
+          response=shape.SessionResult)
 def change_password(call: Call):
     user = call.principal.user
     session, token = accounts.change_password(call.db, user,
@@ -98,7 +109,8 @@ def change_password(call: Call):
     return session_answer(user, session, token)
 
 
-@endpoint(bp, "/password-reset", "POST", auth=NONE, body=schemas.ResetRequestIn)
+@endpoint(bp, "/password-reset", "POST", auth=NONE, body=schemas.ResetRequestIn,
+          response=shape.ResetRequested)
 def request_reset(call: Call):
     # An admin API key marks the operator (or a frontend's back end that delivers the link
     # itself): only then does the answer carry the token. Everyone else gets the same message.
@@ -108,25 +120,29 @@ def request_reset(call: Call):
                                            operator=operator)
 
 
-@endpoint(bp, "/password-reset/complete", "POST", auth=NONE, body=schemas.ResetCompleteIn)
+@endpoint(bp, "/password-reset/complete", "POST", auth=NONE, body=schemas.ResetCompleteIn,
+          response=shape.ResetCompleted)
 def complete_reset(call: Call):
     user = accounts.complete_password_reset(call.db, token=call.body.token,
                                             password=call.body.password, client=client(call))
     return {"password_reset": True, "user": schemas.user(user)}
 
 
-@endpoint(bp, "/totp/enroll", "POST", auth=SESSION)
+@endpoint(bp, "/totp/enroll", "POST", auth=SESSION,
+          response=shape.TotpEnrollment)
 def totp_enroll(call: Call):
     return totp.enroll(call.db, call.principal.user, client(call))
 
 
-@endpoint(bp, "/totp/activate", "POST", auth=SESSION, body=schemas.TotpCodeIn)
+@endpoint(bp, "/totp/activate", "POST", auth=SESSION, body=schemas.TotpCodeIn,
+          response=shape.TotpState)
 def totp_activate(call: Call):
     totp.activate(call.db, call.principal.user, call.body.code, client(call))
     return {"totp_enabled": True, "user": schemas.user(call.principal.user)}
 
 
-@endpoint(bp, "/totp/disable", "POST", auth=SESSION, body=schemas.PasswordIn)
+@endpoint(bp, "/totp/disable", "POST", auth=SESSION, body=schemas.PasswordIn,
+          response=shape.TotpState)
 def totp_disable(call: Call):
     user = call.principal.user
     accounts.check_password(call.db, user, call.body.password, client(call),

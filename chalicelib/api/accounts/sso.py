@@ -1,8 +1,7 @@
 """/api/v2/auth/oidc: single sign-on start and callback.
 
 start: 307 to the provider, or 200 ``{authorization_url}`` when the client asks for JSON.
-callback: 201 with the session when the client asks for JSON or no ``auth.frontend_url`` is
-set; otherwise (a browser coming back from the provider) 307 to the frontend with
+callback: 201 with the session when the client asks for JSON; otherwise (a browser coming back from the provider) 307 to the frontend with
 ``#session_token=…&expires_at=…`` — or ``#error=SSOError&error_description=…`` on failure — in
 the fragment, which browsers never send to servers or put in Referer headers.
 """
@@ -13,12 +12,13 @@ from urllib.parse import urlencode
 
 from chalice import Blueprint, Response
 
-from chalicelib import errors
+from chalicelib import errors, shapes
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, Call, endpoint, success
 from chalicelib.config import get_settings
 from chalicelib.services import sso
+from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
@@ -32,7 +32,8 @@ def _redirect(location: str) -> Response:
                     headers={"Location": location, "Cache-Control": "no-store"})
 
 
-@endpoint(bp, "/oidc/start", "GET", auth=NONE, raw=True)
+@endpoint(bp, "/oidc/start", "GET", auth=NONE, raw=True,
+          response=shape.AuthorizationUrl)
 def start(call: Call):
     url = sso.start(call.db)
     if wants_json(call):
@@ -45,10 +46,12 @@ def start(call: Call):
     q.string("code", "Authorization code from the provider."),
     q.string("state", "The state this service sent with the authorization request."),
     q.string("error", "Error code from the provider."),
-    q.string("error_description", "Error text from the provider.")))
+    q.string("error_description", "Error text from the provider.")),
+          status=201, response=shape.SessionResult)
 def callback(call: Call):
-    frontend = get_settings().auth_frontend_url
-    redirect = bool(frontend) and not wants_json(call)
+    # No AUTH_FRONTEND_URL: the console served at PUBLIC_URL takes the browser back.
+    frontend = get_settings().effective_frontend_url
+    redirect = not wants_json(call)
     q = call.query
     try:
         user, session, token = sso.callback(call.db, code=q.get("code"), state=q.get("state"),

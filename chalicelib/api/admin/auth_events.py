@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.services import audit
 from chalicelib.services.permissions import authorize
+from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
 DEFAULT_LIMIT = 100
@@ -17,7 +19,8 @@ MAX_LIMIT = 1000
     q.integer("limit", f"Most recent events to return (default {DEFAULT_LIMIT}).", minimum=1,
               maximum=MAX_LIMIT),
     q.integer("user_id", "Only events of this user.", minimum=1, maximum=q.MAX_INT32),
-    q.string("event", "Only events of this kind (e.g. login_failed).")))
+    q.string("event", "Only events of this kind (e.g. login_failed).")),
+          response=shape.AuthEvents)
 def list_auth_events(call: Call):
     authorize(call.principal, "auth_events.read")
     limit = call.query_int("limit", DEFAULT_LIMIT)

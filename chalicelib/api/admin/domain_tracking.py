@@ -1,14 +1,16 @@
-"""Management: a sending domain's tracking switches (the spec lists GET/DELETE/verify on
-domains; this PATCH adds only ``track_opens``/``track_clicks``)."""
+"""Management: a sending domain's settings (the spec lists GET/DELETE/verify on domains; this
+PATCH adds ``track_opens``/``track_clicks``, the return-path host and the tracking host)."""
 from __future__ import annotations
 
 from chalice import Blueprint
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
+from chalicelib import shapes
 from chalicelib.api import records
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.api.schemas import Schema
 from chalicelib.services import domains, lookup
+from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
 
@@ -18,10 +20,15 @@ class DomainTrackingUpdate(Schema):
 
     track_opens: bool | None = None
     track_clicks: bool | None = None
+    # One DNS label each: <host>.<domain>. A changed host must be verified again.
+    return_path_host: str | None = Field(default=None, max_length=63)
+    # null removes the tracking domain (links go back to PUBLIC_URL).
+    tracking_host: str | None = Field(default=None, max_length=63)
 
 
 @endpoint(bp, "/organizations/{org}/servers/{server}/domains/{name}", "PATCH", auth=ADMIN,
-          body=DomainTrackingUpdate)
+          body=DomainTrackingUpdate,
+          response=shapes.one("domain", shape.Domain))
 def update_domain_tracking(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = domains.find_domain(call.db, srv, name)
@@ -29,4 +36,9 @@ def update_domain_tracking(call: Call, org: str, server: str, name: str):
         value = getattr(call.body, key)
         if value is not None:
             setattr(domain, key, value)
+    given = call.body.model_fields_set
+    domains.update_hosts(domain, return_path_host=call.body.return_path_host,
+                         tracking_host=call.body.tracking_host,
+                         clear_tracking="tracking_host" in given and call.body.tracking_host is None)
+    call.db.flush()
     return {"domain": records.domain(domain)}

@@ -3,39 +3,47 @@ from __future__ import annotations
 
 from chalice import Blueprint
 from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 
+from chalicelib import shapes
 from chalicelib.api import records
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
 from chalicelib.db.models import Credential, Domain
 from chalicelib.services import credentials, domains, lookup
+from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
 
 
-@endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("domains", shape.Domain))
 def list_domains(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
-    stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id)
+    stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id) \
+        .options(selectinload(Domain.other_dkim_keys))  # listed in every record
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"domains": [records.domain(d) for d in rows], "pagination": pagination}
 
 
-@endpoint(bp, SERVER + "/domains", "POST", auth=ADMIN, body=DomainIn, status=201)
+@endpoint(bp, SERVER + "/domains", "POST", auth=ADMIN, body=DomainIn, status=201,
+          response=shapes.one("domain", shape.Domain))
 def create_domain(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     return {"domain": records.domain(domains.create_domain(call.db, srv, call.body.name))}
 
 
-@endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN,
+          response=shapes.one("domain", shape.Domain))
 def show_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
     return {"domain": records.domain(domains.find_domain(call.db, srv, name))}
 
 
-@endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN)
+@endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("domain", shape.Domain))
 def delete_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = domains.find_domain(call.db, srv, name)
@@ -44,13 +52,15 @@ def delete_domain(call: Call, org: str, server: str, name: str):
     return {"domain": record, "deleted": True}
 
 
-@endpoint(bp, SERVER + "/domains/{name}/verify", "POST", auth=ADMIN)
+@endpoint(bp, SERVER + "/domains/{name}/verify", "POST", auth=ADMIN,
+          response=shapes.one("domain", shape.Domain))
 def verify_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     return {"domain": records.domain(domains.verify_domain(domains.find_domain(call.db, srv, name)))}
 
 
-@endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("credentials", shape.Credential))
 def list_credentials(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     stmt = select(Credential).where(Credential.server_id == srv.id).order_by(Credential.id)
@@ -58,7 +68,8 @@ def list_credentials(call: Call, org: str, server: str):
     return {"credentials": [records.credential(c) for c in rows], "pagination": pagination}
 
 
-@endpoint(bp, SERVER + "/credentials", "POST", auth=ADMIN, body=CredentialIn, status=201)
+@endpoint(bp, SERVER + "/credentials", "POST", auth=ADMIN, body=CredentialIn, status=201,
+          response=shapes.one("credential", shape.Credential))
 def create_credential(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential, key = credentials.create_credential(
@@ -67,13 +78,15 @@ def create_credential(call: Call, org: str, server: str):
     return {"credential": records.credential(credential, key)}
 
 
-@endpoint(bp, SERVER + "/credentials/{id}", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/credentials/{id}", "GET", auth=ADMIN,
+          response=shapes.one("credential", shape.Credential))
 def show_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     return {"credential": records.credential(credentials.find_credential(call.db, srv, id))}
 
 
-@endpoint(bp, SERVER + "/credentials/{id}", "PATCH", auth=ADMIN, body=CredentialUpdate)
+@endpoint(bp, SERVER + "/credentials/{id}", "PATCH", auth=ADMIN, body=CredentialUpdate,
+          response=shapes.one("credential", shape.Credential))
 def update_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.update_credential(credentials.find_credential(call.db, srv, id),
@@ -81,7 +94,8 @@ def update_credential(call: Call, org: str, server: str, id: int):
     return {"credential": records.credential(credential)}
 
 
-@endpoint(bp, SERVER + "/credentials/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, SERVER + "/credentials/{id}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("credential", shape.Credential))
 def delete_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.find_credential(call.db, srv, id)

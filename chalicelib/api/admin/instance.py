@@ -4,6 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
+from chalicelib import shapes
 from chalicelib.api import records
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
@@ -11,31 +12,36 @@ from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn
 from chalicelib.db.models import IPAddress, IPPool
 from chalicelib.services import admin_keys, audit, ip_pools
 from chalicelib.services.permissions import authorize
+from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/ip_pools", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, "/ip_pools", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("ip_pools", shape.IPPool))
 def list_ip_pools(call: Call):
     authorize(call.principal, "ip_pools.read")
     rows, pagination = paginate(call.db, select(IPPool).order_by(IPPool.id), *call.page_args())
     return {"ip_pools": [records.ip_pool(p) for p in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/ip_pools", "POST", auth=ADMIN, body=IPPoolIn, status=201)
+@endpoint(bp, "/ip_pools", "POST", auth=ADMIN, body=IPPoolIn, status=201,
+          response=shapes.one("ip_pool", shape.IPPool))
 def create_ip_pool(call: Call):
     authorize(call.principal, "ip_pools.manage")
     return {"ip_pool": records.ip_pool(ip_pools.create_pool(call.db, call.body.name,
                                                             call.body.default), True)}
 
 
-@endpoint(bp, "/ip_pools/{id}", "GET", auth=ADMIN)
+@endpoint(bp, "/ip_pools/{id}", "GET", auth=ADMIN,
+          response=shapes.one("ip_pool", shape.IPPool))
 def show_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.read")
     return {"ip_pool": records.ip_pool(ip_pools.find_pool(call.db, id), True)}
 
 
-@endpoint(bp, "/ip_pools/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, "/ip_pools/{id}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("ip_pool", shape.IPPool))
 def delete_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.find_pool(call.db, id)
@@ -44,7 +50,8 @@ def delete_ip_pool(call: Call, id: int):
     return {"ip_pool": record, "deleted": True}
 
 
-@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("ip_addresses", shape.IPAddress))
 def list_ip_addresses(call: Call, pool_id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -53,7 +60,8 @@ def list_ip_addresses(call: Call, pool_id: int):
     return {"ip_addresses": [records.ip_address(a) for a in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "POST", auth=ADMIN, body=IPAddressIn, status=201)
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "POST", auth=ADMIN, body=IPAddressIn, status=201,
+          response=shapes.one("ip_address", shape.IPAddress))
 def add_ip_address(call: Call, pool_id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -62,14 +70,16 @@ def add_ip_address(call: Call, pool_id: int):
     return {"ip_address": records.ip_address(address)}
 
 
-@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "GET", auth=ADMIN)
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "GET", auth=ADMIN,
+          response=shapes.one("ip_address", shape.IPAddress))
 def show_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
     return {"ip_address": records.ip_address(ip_pools.find_address(call.db, pool, id))}
 
 
-@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("ip_address", shape.IPAddress))
 def delete_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.manage")
     address = ip_pools.find_address(call.db, ip_pools.find_pool(call.db, pool_id), id)
@@ -78,14 +88,16 @@ def delete_ip_address(call: Call, pool_id: int, id: int):
     return {"ip_address": record, "deleted": True}
 
 
-@endpoint(bp, "/admin_api_keys", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, "/admin_api_keys", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("admin_api_keys", shape.AdminApiKey))
 def list_admin_keys(call: Call):
     authorize(call.principal, "admin_keys.manage")
     rows, pagination = paginate(call.db, admin_keys.active_keys_query(), *call.page_args())
     return {"admin_api_keys": [records.admin_api_key(k) for k in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/admin_api_keys", "POST", auth=ADMIN, body=AdminKeyIn, status=201)
+@endpoint(bp, "/admin_api_keys", "POST", auth=ADMIN, body=AdminKeyIn, status=201,
+          response=shapes.one("admin_api_key", shape.AdminApiKey))
 def create_admin_key(call: Call):
     authorize(call.principal, "admin_keys.manage")
     user_id = call.principal.user.id if call.principal.user else None
@@ -94,7 +106,8 @@ def create_admin_key(call: Call):
     return {"admin_api_key": records.admin_api_key(key, secret)}
 
 
-@endpoint(bp, "/admin_api_keys/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, "/admin_api_keys/{id}", "DELETE", auth=ADMIN,
+          response=shapes.one("admin_api_key", shape.AdminApiKey))
 def revoke_admin_key(call: Call, id: int):
     authorize(call.principal, "admin_keys.manage")
     key = admin_keys.revoke(call.db, id)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import errors
+from chalicelib import errors, shapes
 from chalicelib.api import records
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
@@ -11,20 +11,23 @@ from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, ServerIn,
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server
 from chalicelib.services import lookup, organizations, permissions
+from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
 ORG = "/organizations/{org}"
 SERVER = ORG + "/servers/{server}"
 
 
-@endpoint(bp, "/organizations", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, "/organizations", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("organizations", shape.Organization))
 def list_organizations(call: Call):
     rows, pagination = paginate(call.db, organizations.organizations_query(call.principal),
                                 *call.page_args())
     return {"organizations": [records.organization(o) for o in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/organizations", "POST", auth=ADMIN, body=OrganizationIn, status=201)
+@endpoint(bp, "/organizations", "POST", auth=ADMIN, body=OrganizationIn, status=201,
+          response=shapes.one("organization", shape.Organization))
 def create_organization(call: Call):
     principal = call.principal
     if principal.kind == "user" and not permissions.is_full_access(principal) \
@@ -36,13 +39,15 @@ def create_organization(call: Call):
     return {"organization": records.organization(org)}
 
 
-@endpoint(bp, ORG, "GET", auth=ADMIN)
+@endpoint(bp, ORG, "GET", auth=ADMIN,
+          response=shapes.one("organization", shape.Organization))
 def show_organization(call: Call, org: str):
     return {"organization": records.organization(
         lookup.organization(call.db, call.principal, org, "organization.read"))}
 
 
-@endpoint(bp, ORG, "DELETE", auth=ADMIN)
+@endpoint(bp, ORG, "DELETE", auth=ADMIN,
+          response=shapes.deleted("organization", shape.Organization))
 def delete_organization(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "organization.delete")
     record = records.organization(found)
@@ -50,7 +55,8 @@ def delete_organization(call: Call, org: str):
     return {"organization": record, "deleted": True}
 
 
-@endpoint(bp, ORG + "/servers", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, ORG + "/servers", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("servers", shape.Server))
 def list_servers(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.read")
     from sqlalchemy import select
@@ -60,7 +66,8 @@ def list_servers(call: Call, org: str):
     return {"servers": [records.server(s) for s in rows], "pagination": pagination}
 
 
-@endpoint(bp, ORG + "/servers", "POST", auth=ADMIN, body=ServerIn, status=201)
+@endpoint(bp, ORG + "/servers", "POST", auth=ADMIN, body=ServerIn, status=201,
+          response=shapes.one("server", shape.Server))
 def create_server(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.manage")
     srv = organizations.create_server(call.db, found, name=call.body.name,
@@ -68,20 +75,23 @@ def create_server(call: Call, org: str):
     return {"server": records.server(srv)}
 
 
-@endpoint(bp, SERVER, "GET", auth=ADMIN)
+@endpoint(bp, SERVER, "GET", auth=ADMIN,
+          response=shapes.one("server", shape.Server))
 def show_server(call: Call, org: str, server: str):
     return {"server": records.server(lookup.server(call.db, call.principal, org, server,
                                                    "servers.read"))}
 
 
-@endpoint(bp, SERVER, "PATCH", auth=ADMIN, body=ServerUpdate)
+@endpoint(bp, SERVER, "PATCH", auth=ADMIN, body=ServerUpdate,
+          response=shapes.one("server", shape.Server))
 def update_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     organizations.update_server(srv, call.body.model_dump(exclude_unset=True))
     return {"server": records.server(srv)}
 
 
-@endpoint(bp, SERVER, "DELETE", auth=ADMIN)
+@endpoint(bp, SERVER, "DELETE", auth=ADMIN,
+          response=shapes.deleted("server", shape.Server))
 def delete_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     record = records.server(srv)
@@ -89,19 +99,22 @@ def delete_server(call: Call, org: str, server: str):
     return {"server": record, "deleted": True}
 
 
-@endpoint(bp, SERVER + "/suspend", "POST", auth=ADMIN, body=SuspendIn)
+@endpoint(bp, SERVER + "/suspend", "POST", auth=ADMIN, body=SuspendIn,
+          response=shapes.one("server", shape.Server))
 def suspend_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     return {"server": records.server(organizations.suspend_server(srv, call.body.reason))}
 
 
-@endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN)
+@endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN,
+          response=shapes.one("server", shape.Server))
 def unsuspend_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     return {"server": records.server(organizations.unsuspend_server(srv))}
 
 
-@endpoint(bp, SERVER + "/ip_pool", "POST", auth=ADMIN, body=IPPoolAssign)
+@endpoint(bp, SERVER + "/ip_pool", "POST", auth=ADMIN, body=IPPoolAssign,
+          response=shapes.one("server", shape.Server))
 def assign_ip_pool(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     return {"server": records.server(organizations.assign_ip_pool(call.db, srv,

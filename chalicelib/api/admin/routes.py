@@ -7,11 +7,14 @@ from chalice import Blueprint
 from pydantic import Field
 from sqlalchemy import select
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import Schema
 from chalicelib.db.models import Route
 from chalicelib.services import lookup, routes
+from chalicelib.shapes import management as shape
+from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
@@ -31,6 +34,7 @@ class RouteUpdate(Schema):
     endpoint: dict[str, Any] | None = None
 
 
+@builds(shape.Route)
 def record(call: Call, route: Route) -> dict:
     domain = routes.domain_name(call.db, route)
     return {"id": route.id, "uuid": route.uuid, "name": route.name, "domain": domain,
@@ -38,7 +42,8 @@ def record(call: Call, route: Route) -> dict:
             "created_at": route.created_at, "updated_at": route.updated_at}
 
 
-@endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("routes", shape.Route))
 def list_routes(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     stmt = select(Route).where(Route.server_id == srv.id).order_by(Route.id)
@@ -46,7 +51,8 @@ def list_routes(call: Call, org: str, server: str):
     return {"routes": [record(call, r) for r in rows], "pagination": pagination}
 
 
-@endpoint(bp, SERVER + "/routes", "POST", auth=ADMIN, body=RouteIn, status=201)
+@endpoint(bp, SERVER + "/routes", "POST", auth=ADMIN, body=RouteIn, status=201,
+          response=shapes.one("route", shape.Route))
 def create_route(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     body = call.body
@@ -55,13 +61,15 @@ def create_route(call: Call, org: str, server: str):
     return {"route": record(call, route)}
 
 
-@endpoint(bp, SERVER + "/routes/{id}", "GET", auth=ADMIN)
+@endpoint(bp, SERVER + "/routes/{id}", "GET", auth=ADMIN,
+          response=shapes.one("route", shape.Route))
 def show_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     return {"route": record(call, routes.find_route(call.db, srv, id))}
 
 
-@endpoint(bp, SERVER + "/routes/{id}", "PATCH", auth=ADMIN, body=RouteUpdate)
+@endpoint(bp, SERVER + "/routes/{id}", "PATCH", auth=ADMIN, body=RouteUpdate,
+          response=shapes.one("route", shape.Route))
 def update_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     body = call.body
@@ -71,7 +79,8 @@ def update_route(call: Call, org: str, server: str, id: int):
     return {"route": record(call, route)}
 
 
-@endpoint(bp, SERVER + "/routes/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, SERVER + "/routes/{id}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("route", shape.Route))
 def delete_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     route = routes.find_route(call.db, srv, id)

@@ -3,24 +3,28 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api.accounts.session import client
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.services import accounts, users
 from chalicelib.services.permissions import authorize
+from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/users", "GET", auth=ADMIN, query=q.PAGINATION)
+@endpoint(bp, "/users", "GET", auth=ADMIN, query=q.PAGINATION,
+          response=shapes.page("users", shape.User))
 def list_users(call: Call):
     authorize(call.principal, "users.manage")
     rows, pagination = paginate(call.db, users.users_query(), *call.page_args())
     return {"users": [schemas.user(u) for u in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/users", "POST", auth=ADMIN, body=schemas.UserIn, status=201)
+@endpoint(bp, "/users", "POST", auth=ADMIN, body=schemas.UserIn, status=201,
+          response=shapes.one("user", shape.User))
 def create_user(call: Call):
     authorize(call.principal, "users.manage")
     b = call.body
@@ -30,7 +34,8 @@ def create_user(call: Call):
     return {"user": schemas.user(user)}
 
 
-@endpoint(bp, "/users/{id}", "GET", auth=ADMIN)
+@endpoint(bp, "/users/{id}", "GET", auth=ADMIN,
+          response=shape.Me)
 def show_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = users.find(call.db, id)
@@ -38,7 +43,8 @@ def show_user(call: Call, id: int):
             "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
 
 
-@endpoint(bp, "/users/{id}", "PATCH", auth=ADMIN, body=schemas.UserUpdate)
+@endpoint(bp, "/users/{id}", "PATCH", auth=ADMIN, body=schemas.UserUpdate,
+          response=shapes.one("user", shape.User))
 def update_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = users.update(call.db, call.principal, client(call), users.find(call.db, id),
@@ -46,7 +52,8 @@ def update_user(call: Call, id: int):
     return {"user": schemas.user(user)}
 
 
-@endpoint(bp, "/users/{id}", "DELETE", auth=ADMIN)
+@endpoint(bp, "/users/{id}", "DELETE", auth=ADMIN,
+          response=shapes.deleted("user", shape.User))
 def delete_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = users.find(call.db, id)
@@ -55,7 +62,8 @@ def delete_user(call: Call, id: int):
     return {"user": record, "deleted": True}
 
 
-@endpoint(bp, "/users/{id}/password_reset", "POST", auth=ADMIN, status=201)
+@endpoint(bp, "/users/{id}/password_reset", "POST", auth=ADMIN, status=201,
+          response=shape.PasswordResetAnswer)
 def issue_password_reset(call: Call, id: int):
     """The operator's way to hand a user a reset link (the service sends no mail)."""
     authorize(call.principal, "users.manage")

@@ -2,16 +2,20 @@
 users, memberships and invitations in answers. Unknown fields are ignored."""
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from chalicelib.api.schemas import Schema
 from chalicelib.db.models import Invitation, Membership, User
 from chalicelib.services import members
 from chalicelib.services.passwords import MAX_PASSWORD_LENGTH
+from chalicelib.shapes import builds
+from chalicelib.shapes import accounts as shape
 
 Email = Field(min_length=1, max_length=255)
 Password = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH)
 Name = Field(default="", max_length=255)
+# Registration requires both names (the spec lists all four fields without `?`).
+RequiredName = Field(min_length=1, max_length=255)
 
 
 class LoginIn(Schema):
@@ -22,8 +26,15 @@ class LoginIn(Schema):
 
 class RegisterIn(Schema):
     email_address: str = Email
-    first_name: str = Name
-    last_name: str = Name
+    first_name: str = RequiredName
+    last_name: str = RequiredName
+
+    @field_validator("first_name", "last_name")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
     password: str = Password
 
 
@@ -96,6 +107,7 @@ class UserUpdate(Schema):
 # --- records ------------------------------------------------------------------------------
 
 
+@builds(shape.User)
 def user(u: User) -> dict:
     return {"id": u.id, "uuid": u.uuid, "email_address": u.email_address,
             "first_name": u.first_name, "last_name": u.last_name, "admin": u.admin,
@@ -105,6 +117,7 @@ def user(u: User) -> dict:
             "updated_at": u.updated_at}
 
 
+@builds(shape.Member)
 def member(m: Membership) -> dict:
     return {"user_id": m.user_id, "role": m.role,
             "organization": m.organization.permalink if m.organization else None,
@@ -112,6 +125,7 @@ def member(m: Membership) -> dict:
             "last_name": m.user.last_name, "created_at": m.created_at}
 
 
+@builds(shape.Membership)
 def membership(m: Membership) -> dict:
     """A membership from the user's side (GET /auth/me)."""
     org = m.organization
@@ -119,6 +133,7 @@ def membership(m: Membership) -> dict:
                                              "permalink": org.permalink}}
 
 
+@builds(shape.Invitation)
 def invitation(inv: Invitation, token: str | None = None, url: str | None = None) -> dict:
     record = {"id": inv.id, "email_address": inv.email_address, "role": inv.role,
               "organization": inv.organization.permalink if inv.organization else None,

@@ -28,6 +28,10 @@ class ServerUpdate(Schema):
     track_opens: bool | None = None
     track_clicks: bool | None = None
     message_retention_days: int | None = Field(default=None, ge=1, le=3650)
+    # Send limits: messages per hour / day (null: no limit) and what happens over them.
+    send_limit_per_hour: int | None = Field(default=None, ge=0, le=10**9)
+    send_limit_per_day: int | None = Field(default=None, ge=0, le=10**9)
+    send_limit_action: Literal["hold", "reject"] | None = None
 
 
 class SuspendIn(Schema):

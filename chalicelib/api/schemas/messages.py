@@ -3,7 +3,8 @@ attachments get their detailed checks in services/mime.py (through the submissio
 so the error names the exact field (``to[2].email``, ``headers.X-Foo``)."""
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -38,15 +39,54 @@ class SendRequest(Schema):
     # Per-message tracking override (services/tracking.resolve_flags; header X-Track too).
     track_opens: bool | None = None
     track_clicks: bool | None = None
+    # RFC 3339 date-time: later than now -> the message is Scheduled until then (at most
+    # 30 days ahead); now or in the past -> sent now (services/submission.check_send_at).
+    send_at: datetime | None = None
 
 
 class BatchRequest(Schema):
-    """POST /messages/batch. Entries are validated one by one (a bad entry fails alone)."""
+    """POST /messages/batch. Entries are validated one by one (a bad entry fails alone).
+    The body may also be a bare JSON array of SendRequests."""
+
+    # What one entry is: the items of the bare-array form in the OpenAPI document.
+    ENTRY: ClassVar[type] = SendRequest
 
     messages: list[Any] = Field(min_length=1, max_length=500)
 
 
 class SuppressionIn(Schema):
     address: str
+    # HardBounce, SpamComplaint, Unsubscribe or Manual (default). Any other text is taken as
+    # ``details`` with reason Manual (clients from before reasons were a list send free text).
     reason: str | None = Field(default=None, max_length=1000)
+    details: str | None = Field(default=None, max_length=1000)
+    stream: str | None = Field(default=None, max_length=64)  # permalink; absent: every stream
     days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class BulkFilter(Schema):
+    """Which outgoing messages a bulk action covers (all given conditions apply)."""
+
+    status: str | None = Field(default=None, max_length=16)
+    tag: str | None = Field(default=None, max_length=255)
+    stream: str | None = Field(default=None, max_length=64)
+    rcpt_to: str | None = Field(default=None, max_length=255)
+    before: datetime | None = None  # created before
+    after: datetime | None = None   # created at or after
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(
+        default=None, min_length=1, max_length=10000)
+
+
+class BulkRequest(Schema):
+    """POST /messages/bulk."""
+
+    action: Literal["release", "retry", "cancel"]
+    filter: BulkFilter = Field(default_factory=BulkFilter)
+    dry_run: bool = False
+
+
+class SuppressionImport(Schema):
+    """POST .../suppressions/import: entries ``{address, reason?, stream?}``, checked one by
+    one (a bad entry is skipped, not fatal)."""
+
+    suppressions: list[Any] = Field(max_length=10_000)

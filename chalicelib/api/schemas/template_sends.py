@@ -2,7 +2,7 @@
 Unknown fields are ignored."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
@@ -24,9 +24,13 @@ class TemplateSendRequest(SendRequest):
 class _TemplateBatchBase(Schema):
     model_config = ConfigDict(populate_by_name=True)
 
-    template: str = Field(min_length=1, max_length=64)
+    # Absent: each entry names its own template (as in the bare-array form of the body).
+    template: str | None = Field(default=None, min_length=1, max_length=64)
     template_model: dict[str, Any] | None = None
     messages: list[Any] = Field(min_length=1, max_length=MAX_BATCH)
+
+    # What one entry of the bare-array form is (items in the OpenAPI document).
+    ENTRY: ClassVar[type] = TemplateSendRequest
 
 
 # Every SendRequest field, optional, may sit at the top level of a batch and is then shared by
@@ -41,7 +45,9 @@ TemplateBatchRequest = create_model(
     __doc__="""POST /messages/with_template/batch: one template, many entries.
 
     ``messages`` holds up to 500 entries, each a TemplateSendRequest without ``template``
-    (typically ``to`` and ``template_model``, plus any SendRequest field of its own). A
+    (typically ``to`` and ``template_model``, plus any SendRequest field of its own); without
+    a top-level ``template``, each entry names its own. The body may also be a bare JSON
+    array of TemplateSendRequest entries (read as ``{"messages": [...]}``). A
     SendRequest field at the top level is shared by every entry; an entry's own value wins.
     The top-level ``template_model`` is merged key by key under each entry's model.
     """,

@@ -1,21 +1,31 @@
-"""Messaging surface: bounces received at return-path addresses, with their parsed report."""
+"""Messaging surface: bounces (and complaints) received at return-path addresses, with their
+parsed report."""
 from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.services import bounces
+from chalicelib.shapes import messaging as shape
+from chalicelib.services.bounce_categories import CATEGORIES
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/bounces", "GET", auth=SERVER, query=q.PAGINATION)
+@endpoint(bp, "/bounces", "GET", auth=SERVER, query=(
+    *q.PAGINATION,
+    q.string("category", "Only reports of this category (complaint: spam complaints).",
+             enum=CATEGORIES)),
+          response=shapes.page("bounces", shape.Bounce))
 def list_bounces(call: Call):
-    rows, pagination = paginate(call.db, bounces.list_stmt(call.server.id), *call.page_args())
+    stmt = bounces.list_stmt(call.server.id, call.query_str("category"))
+    rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"bounces": [bounces.record(call.db, b) for b in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/bounces/{id}", "GET", auth=SERVER)
+@endpoint(bp, "/bounces/{id}", "GET", auth=SERVER,
+          response=shapes.one("bounce", shape.Bounce))
 def show_bounce(call: Call, id: int):
     return {"bounce": bounces.record(call.db, bounces.find(call.db, call.server.id, id))}

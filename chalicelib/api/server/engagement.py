@@ -4,10 +4,12 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import errors
+from chalicelib import errors, shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import ClickEvent, Message, OpenEvent
+from chalicelib.shapes import messaging as shape
+from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 
@@ -20,17 +22,20 @@ def _message(call: Call, message_id: int) -> Message:
     return message
 
 
+@builds(shape.Open)
 def open_record(event: OpenEvent) -> dict:
     return {"id": event.id, "message_id": event.message_id, "ip_address": event.ip_address,
             "user_agent": event.user_agent, "likely_machine": event.likely_machine,
             "detection": event.detection, "created_at": event.created_at}
 
 
+@builds(shape.Click)
 def click_record(event: ClickEvent) -> dict:
     return {**open_record(event), "url": event.url, "link_id": event.link_id}
 
 
-@endpoint(bp, "/messages/{id}/opens", "GET", auth=SERVER, query=q.PAGINATION)
+@endpoint(bp, "/messages/{id}/opens", "GET", auth=SERVER, query=q.PAGINATION,
+          response=shape.Opens)
 def list_opens(call: Call, id: int):
     message = _message(call, id)
     stmt = (select(OpenEvent).where(OpenEvent.message_id == message.id)
@@ -40,7 +45,8 @@ def list_opens(call: Call, id: int):
             "opens": [open_record(e) for e in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/messages/{id}/clicks", "GET", auth=SERVER, query=q.PAGINATION)
+@endpoint(bp, "/messages/{id}/clicks", "GET", auth=SERVER, query=q.PAGINATION,
+          response=shape.Clicks)
 def list_clicks(call: Call, id: int):
     message = _message(call, id)
     stmt = (select(ClickEvent).where(ClickEvent.message_id == message.id)

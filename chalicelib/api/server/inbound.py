@@ -4,15 +4,19 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import Delivery, Message, Route
 from chalicelib.services import inbound
+from chalicelib.shapes import messaging as shape
+from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 STATUSES = ("Queued", "Retrying", "Delivered", "Failed", "Held", "Accepted", "Bounced")
 
 
+@builds(shape.InboundMessage)
 def record(call: Call, message: Message, detail: bool = False) -> dict:
     route = call.db.get(Route, message.route_id) if message.route_id else None
     data = {"id": message.id, "token": message.token, "scope": message.scope,
@@ -40,7 +44,8 @@ def record(call: Call, message: Message, detail: bool = False) -> dict:
     *q.PAGINATION,
     q.string("query", "Text found in the subject, recipient or sender."),
     q.string("status", "Only messages with this status.", enum=STATUSES),
-    q.boolean("held", "Only held messages (true) or only messages not held (false)")))
+    q.boolean("held", "Only held messages (true) or only messages not held (false)")),
+          response=shapes.page("messages", shape.InboundMessage))
 def search_inbound(call: Call):
     status = call.query_str("status")
     held = call.query_bool("held") if call.query_str("held") is not None else None
@@ -50,18 +55,21 @@ def search_inbound(call: Call):
     return {"messages": [record(call, m) for m in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/inbound/{id}", "GET", auth=SERVER)
+@endpoint(bp, "/inbound/{id}", "GET", auth=SERVER,
+          response=shapes.one("message", shape.InboundMessage))
 def show_inbound(call: Call, id: int):
     return {"message": record(call, inbound.find(call.db, call.server.id, id), detail=True)}
 
 
-@endpoint(bp, "/inbound/{id}/retry", "POST", auth=SERVER)
+@endpoint(bp, "/inbound/{id}/retry", "POST", auth=SERVER,
+          response=shapes.one("message", shape.InboundMessage))
 def retry_inbound(call: Call, id: int):
     message = inbound.retry(call.db, inbound.find(call.db, call.server.id, id))
     return {"message": record(call, message)}
 
 
-@endpoint(bp, "/inbound/{id}/bypass", "POST", auth=SERVER)
+@endpoint(bp, "/inbound/{id}/bypass", "POST", auth=SERVER,
+          response=shapes.one("message", shape.InboundMessage))
 def bypass_inbound(call: Call, id: int):
     message = inbound.bypass(call.db, inbound.find(call.db, call.server.id, id))
     return {"message": record(call, message)}

@@ -7,18 +7,21 @@ from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import or_, select
 
-from chalicelib import errors
+from chalicelib import errors, shapes
 from chalicelib.api import message_records as records
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
 from chalicelib.api.schemas.messages import BatchRequest, SendRequest
 from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
 from chalicelib.services import message_actions, submission
+from chalicelib.shapes import messaging as shape
+from chalicelib.services.bounce_categories import CATEGORIES
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/messages", "POST", auth=SERVER, body=SendRequest, status=201)
+@endpoint(bp, "/messages", "POST", auth=SERVER, body=SendRequest, status=201,
+          response=shape.SendResult, idempotent=True)
 def send_message(call: Call):
     return submission.submit(call.db, call.server, call.body)
 
@@ -32,8 +35,10 @@ def _parse_entry(entry) -> SendRequest:
         raise validation_error_from(exc) from None
 
 
-@endpoint(bp, "/messages/batch", "POST", auth=SERVER, body=BatchRequest)
+@endpoint(bp, "/messages/batch", "POST", auth=SERVER, body=BatchRequest,
+          array_field="messages", response=shape.BatchResult, idempotent=True)
 def send_batch(call: Call):
+    """Up to 500 SendRequests, as {messages: [...]} or a bare JSON array; one result each."""
     results = submission.submit_batch(call.db, call.server, call.body.messages,
                                       parse=_parse_entry)
     accepted = sum(1 for r in results if r["status"] == "success")
@@ -53,7 +58,10 @@ def _stream_permalinks(call: Call, stream_ids) -> dict:
     q.string("status", "Only messages with this status.", enum=records.STATUSES),
     q.string("tag", "Only messages with this tag."),
     q.string("stream", "Only messages of the stream with this permalink."),
-    q.string("query", "Text found in the subject, recipient or sender.")))
+    q.string("query", "Text found in the subject, recipient or sender."),
+    q.string("bounce_category", "Only messages whose last failure or bounce has this category.",
+             enum=CATEGORIES)),
+          response=shapes.page("messages", shape.Message))
 def list_messages(call: Call):
     page, per_page = call.page_args()
     stmt = select(Message).where(Message.server_id == call.server.id)
@@ -69,6 +77,9 @@ def list_messages(call: Call):
         stream_id = call.db.scalar(select(Stream.id).where(
             Stream.server_id == call.server.id, Stream.permalink == stream))
         stmt = stmt.where(Message.stream_id == stream_id) if stream_id else stmt.where(False)
+    category = call.query_str("bounce_category")
+    if category:
+        stmt = stmt.where(Message.bounce_category == category)
     if needle:
         stmt = stmt.where(or_(*(column.icontains(needle, autoescape=True) for column in
                                 (Message.subject, Message.rcpt_to, Message.mail_from))))
@@ -91,7 +102,8 @@ def _deliveries(call: Call, message: Message) -> list[dict]:
     return [records.delivery(d) for d in rows]
 
 
-@endpoint(bp, "/messages/{id}", "GET", auth=SERVER)
+@endpoint(bp, "/messages/{id}", "GET", auth=SERVER,
+          response=shapes.one("message", shape.MessageDetail))
 def show_message(call: Call, id: int):
     message = find_message(call, id)
     record = records.message(message, _stream_permalinks(call, [message.stream_id])
@@ -103,20 +115,34 @@ def show_message(call: Call, id: int):
     return {"message": record}
 
 
-@endpoint(bp, "/messages/{id}/deliveries", "GET", auth=SERVER)
+@endpoint(bp, "/messages/{id}/deliveries", "GET", auth=SERVER,
+          response=shape.Deliveries)
 def list_deliveries(call: Call, id: int):
     return {"deliveries": _deliveries(call, find_message(call, id))}
 
 
-@endpoint(bp, "/messages/{id}/retry", "POST", auth=SERVER)
-def retry_message(call: Call, id: int):
-    """Requeue a Held or HardFail outgoing message for a fresh delivery."""
-    message = message_actions.retry(call.db, find_message(call, id))
+def _message_answer(call: Call, message: Message) -> dict:
+    """{message}: the record after an action, with its stream's permalink."""
     return {"message": records.message(message, _stream_permalinks(call, [message.stream_id])
                                        .get(message.stream_id))}
 
 
-@endpoint(bp, "/messages/{id}/raw", "GET", auth=SERVER)
+@endpoint(bp, "/messages/{id}/retry", "POST", auth=SERVER,
+          response=shapes.one("message", shape.Message))
+def retry_message(call: Call, id: int):
+    """Requeue a Held or HardFail outgoing message for a fresh delivery."""
+    return _message_answer(call, message_actions.retry(call.db, find_message(call, id)))
+
+
+@endpoint(bp, "/messages/{id}/cancel", "POST", auth=SERVER,
+          response=shapes.one("message", shape.Message))
+def cancel_message(call: Call, id: int):
+    """Cancel a Scheduled or Pending message that has not been attempted yet."""
+    return _message_answer(call, message_actions.cancel(call.db, find_message(call, id)))
+
+
+@endpoint(bp, "/messages/{id}/raw", "GET", auth=SERVER,
+          response=shape.Raw)
 def show_raw(call: Call, id: int):
     """The exact bytes sent (signed) once an attempt was made, else the stored source."""
     message = find_message(call, id)

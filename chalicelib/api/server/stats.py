@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.services import stats
+from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
@@ -16,7 +18,8 @@ RANGE = (
 )
 
 
-@endpoint(bp, "/stats", "GET", auth=SERVER, query=RANGE)
+@endpoint(bp, "/stats", "GET", auth=SERVER, query=RANGE,
+          response=shape.StatsAnswer)
 def show_stats(call: Call):
     return {"stats": stats.summary(call.db, call.server.id, call.query_datetime("from"),
                                    call.query_datetime("to"))}
@@ -24,7 +27,8 @@ def show_stats(call: Call):
 
 @endpoint(bp, "/stats/deliveries", "GET", auth=SERVER, query=(
     *RANGE, q.string("interval", "Bucket size (default: hour up to two days, day beyond).",
-                     enum=stats.INTERVALS)))
+                     enum=stats.INTERVALS)),
+          response=shape.DeliveryStatsAnswer)
 def delivery_stats(call: Call):
     interval = call.query_str("interval")
     return {"stats": stats.deliveries(call.db, call.server.id, call.query_datetime("from"),

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.streams import StreamIn, StreamUpdate
 from chalicelib.services import streams
+from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
@@ -16,7 +18,8 @@ INCLUDE_ARCHIVED = q.boolean("include_archived", "Include archived ones")
 
 @endpoint(bp, "/streams", "GET", auth=SERVER, query=(
     *q.PAGINATION, INCLUDE_ARCHIVED,
-    q.string("stream_type", "Only streams of this type.", enum=streams.STREAM_TYPES)))
+    q.string("stream_type", "Only streams of this type.", enum=streams.STREAM_TYPES)),
+          response=shapes.page("streams", shape.Stream))
 def list_streams(call: Call):
     """List the server's streams (archived ones with include_archived=true; filter stream_type)."""
     stmt = streams.list_query(call.server, include_archived=call.query_bool("include_archived"),
@@ -25,22 +28,26 @@ def list_streams(call: Call):
     return {"streams": [streams.record(s) for s in rows], "pagination": pagination}
 
 
-@endpoint(bp, "/streams", "POST", auth=SERVER, body=StreamIn, status=201)
+@endpoint(bp, "/streams", "POST", auth=SERVER, body=StreamIn, status=201,
+          response=shapes.one("stream", shape.Stream))
 def create_stream(call: Call):
     """Create a stream (transactional or broadcast); permalink generated from the name."""
     body = call.body
     stream = streams.create(call.db, call.server, name=body.name, stream_type=body.stream_type,
-                            permalink=body.permalink, description=body.description)
+                            permalink=body.permalink, description=body.description,
+                            list_unsubscribe=body.list_unsubscribe)
     return {"stream": streams.record(stream)}
 
 
-@endpoint(bp, "/streams/{permalink}", "GET", auth=SERVER)
+@endpoint(bp, "/streams/{permalink}", "GET", auth=SERVER,
+          response=shapes.one("stream", shape.Stream))
 def show_stream(call: Call, permalink: str):
     """Show a stream, archived or not."""
     return {"stream": streams.record(streams.find(call.db, call.server, permalink))}
 
 
-@endpoint(bp, "/streams/{permalink}", "PATCH", auth=SERVER, body=StreamUpdate)
+@endpoint(bp, "/streams/{permalink}", "PATCH", auth=SERVER, body=StreamUpdate,
+          response=shapes.one("stream", shape.Stream))
 def update_stream(call: Call, permalink: str):
     """Update a stream's name and description; stream_type is fixed at creation."""
     stream = streams.find(call.db, call.server, permalink)
@@ -49,7 +56,8 @@ def update_stream(call: Call, permalink: str):
     return {"stream": streams.record(stream)}
 
 
-@endpoint(bp, "/streams/{permalink}/archive", "POST", auth=SERVER)
+@endpoint(bp, "/streams/{permalink}/archive", "POST", auth=SERVER,
+          response=shapes.one("stream", shape.Stream))
 def archive_stream(call: Call, permalink: str):
     """Archive a stream: sends naming it answer 422; the default stream cannot be archived."""
     stream = streams.archive(streams.find(call.db, call.server, permalink))
@@ -57,7 +65,8 @@ def archive_stream(call: Call, permalink: str):
     return {"stream": streams.record(stream)}
 
 
-@endpoint(bp, "/streams/{permalink}/unarchive", "POST", auth=SERVER)
+@endpoint(bp, "/streams/{permalink}/unarchive", "POST", auth=SERVER,
+          response=shapes.one("stream", shape.Stream))
 def unarchive_stream(call: Call, permalink: str):
     """Bring an archived stream back (ours, as Postmark has it): sends may name it again."""
     stream = streams.unarchive(streams.find(call.db, call.server, permalink))

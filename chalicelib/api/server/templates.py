@@ -3,16 +3,19 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
+from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
 from chalicelib.api.server.streams import INCLUDE_ARCHIVED
 from chalicelib.services import templates
+from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
 
-@endpoint(bp, "/templates", "GET", auth=SERVER, query=(*q.PAGINATION, INCLUDE_ARCHIVED))
+@endpoint(bp, "/templates", "GET", auth=SERVER, query=(*q.PAGINATION, INCLUDE_ARCHIVED),
+          response=shapes.page("templates", shape.Template))
 def list_templates(call: Call):
     """List templates without their bodies (archived ones with include_archived=true)."""
     stmt = templates.list_query(call.server,
@@ -22,20 +25,23 @@ def list_templates(call: Call):
             "pagination": pagination}
 
 
-@endpoint(bp, "/templates", "POST", auth=SERVER, body=TemplateIn, status=201)
+@endpoint(bp, "/templates", "POST", auth=SERVER, body=TemplateIn, status=201,
+          response=shapes.one("template", shape.Template))
 def create_template(call: Call):
     """Create a template; a part that does not parse is refused with its line and column."""
     template = templates.create(call.db, call.server, **call.body.model_dump())
     return {"template": templates.record(template)}
 
 
-@endpoint(bp, "/templates/{permalink}", "GET", auth=SERVER)
+@endpoint(bp, "/templates/{permalink}", "GET", auth=SERVER,
+          response=shapes.one("template", shape.Template))
 def show_template(call: Call, permalink: str):
     """Show a template with its subject and bodies, archived or not."""
     return {"template": templates.record(templates.find(call.db, call.server, permalink))}
 
 
-@endpoint(bp, "/templates/{permalink}", "PATCH", auth=SERVER, body=TemplateUpdate)
+@endpoint(bp, "/templates/{permalink}", "PATCH", auth=SERVER, body=TemplateUpdate,
+          response=shapes.one("template", shape.Template))
 def update_template(call: Call, permalink: str):
     """Update the fields given; changed parts are validated again."""
     template = templates.find(call.db, call.server, permalink)
@@ -43,7 +49,8 @@ def update_template(call: Call, permalink: str):
     return {"template": templates.record(template)}
 
 
-@endpoint(bp, "/templates/{permalink}/archive", "POST", auth=SERVER)
+@endpoint(bp, "/templates/{permalink}/archive", "POST", auth=SERVER,
+          response=shapes.one("template", shape.Template))
 def archive_template(call: Call, permalink: str):
     """Archive a template: it stays readable, but renders and sends answer 404."""
     template = templates.archive(templates.find(call.db, call.server, permalink))
@@ -51,7 +58,8 @@ def archive_template(call: Call, permalink: str):
     return {"template": templates.record(template)}
 
 
-@endpoint(bp, "/templates/{permalink}/unarchive", "POST", auth=SERVER)
+@endpoint(bp, "/templates/{permalink}/unarchive", "POST", auth=SERVER,
+          response=shapes.one("template", shape.Template))
 def unarchive_template(call: Call, permalink: str):
     """Bring an archived template back: renders and template sends find it again."""
     template = templates.unarchive(templates.find(call.db, call.server, permalink))
@@ -59,7 +67,8 @@ def unarchive_template(call: Call, permalink: str):
     return {"template": templates.record(template)}
 
 
-@endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn)
+@endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn,
+          response=shape.Rendered)
 def render_template(call: Call, permalink: str):
     """Render subject, html_body and text_body with template_model; sends nothing."""
     template = templates.find_usable(call.db, call.server, permalink)

@@ -4,15 +4,18 @@ from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, Oi
                                            UserSession)
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
-from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, Domain,
-                                                IPAddress, IPPool, Organization, Server)
+from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
+                                                Domain, InstallationKey, IPAddress, IPPool,
+                                                Organization, Server)
 from chalicelib.db.models.routes import Route
+from chalicelib.db.models.sending_controls import BulkJob, IdempotencyKey, SendLimitCounter
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
 from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookRequestLog
 
 __all__ = [
-    "AdminApiKey", "ApiRateBucket", "AuthEvent", "ClickEvent", "Credential", "Delivery", "Domain", "IPAddress",
-    "IPPool", "Invitation", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin",
+    "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
+    "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
+    "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",

@@ -29,6 +29,10 @@ class Stream(Timestamps, Base):
     permalink: Mapped[str] = mapped_column(String(64), nullable=False)
     stream_type: Mapped[str] = mapped_column(String(16), default="transactional", nullable=False)
     description: Mapped[str | None] = mapped_column(Text)
+    # Transactional streams carry List-Unsubscribe only when this is on; broadcast streams
+    # always do (services/unsubscribe.py).
+    list_unsubscribe: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0",
+                                                   nullable=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     archived_at: Mapped[datetime | None] = mapped_column(DateTime())
 
@@ -72,6 +76,10 @@ class Message(Base):
         Index("ix_messages_server_status", "server_id", "status"),
         Index("ix_messages_server_tag", "server_id", "tag"),
         Index("ix_messages_due", "status", "next_attempt_at"),
+        # Stats count bounce categories from the rows: ``bounce_category IS NOT NULL`` is a
+        # range of this index (the failed messages only). Not a partial index: its dialect
+        # arguments would import both dialect modules at cold start.
+        Index("ix_messages_server_category", "server_id", "bounce_category", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -97,10 +105,14 @@ class Message(Base):
         ForeignKey("messages.id", ondelete="SET NULL"), index=True
     )  # for bounces: the outgoing message this DSN is about
     size: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
-    # Pending, Sent, SoftFail, HardFail, Held, Bounced (outgoing); Pending, Held, Delivered,
+    # Pending, Scheduled, Sent, SoftFail, HardFail, Held, Bounced, Cancelled (outgoing);
+    # Pending, Held, Delivered,
     # Failed, Rejected (incoming)
     status: Mapped[str] = mapped_column(String(16), default="Pending", nullable=False)
     status_details: Mapped[str | None] = mapped_column(Text)
+    # The category of the last failed attempt or bounce (services/bounce_categories.py), kept
+    # after a later success (it says why the message was late); NULL: it never failed.
+    bounce_category: Mapped[str | None] = mapped_column(String(32))
     held: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     track_opens: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
@@ -108,6 +120,9 @@ class Message(Base):
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime())
     locked_by: Mapped[str | None] = mapped_column(String(64))
     locked_at: Mapped[datetime | None] = mapped_column(DateTime())
+    # When the sweeper last sent this row a wake-up (cleared by a claim): it sends no other
+    # while that one may still be queued (services/claims.due_ids).
+    woken_at: Mapped[datetime | None] = mapped_column(DateTime())
     last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime())
     opens_count: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
@@ -147,6 +162,7 @@ class Delivery(Base):
     code: Mapped[int | None] = mapped_column(Integer)
     output: Mapped[str | None] = mapped_column(Text)
     details: Mapped[str | None] = mapped_column(Text)
+    category: Mapped[str | None] = mapped_column(String(32))  # of a failed attempt
     tls: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
@@ -173,15 +189,31 @@ class MessageEvent(Base):
 
 
 class Suppression(Base):
+    """One suppression of an address on a server: for every stream (``stream_id`` NULL,
+    ``stream_key`` 0) or for one stream (``stream_key`` = ``stream_id``). ``stream_key`` exists
+    so that the unique key (server, address, stream) works with "every stream" on both
+    databases (NULLs are never equal in a unique constraint) and upserts can name it."""
+
     __tablename__ = "suppressions"
-    __table_args__ = (UniqueConstraint("server_id", "address"),)
+    __table_args__ = (UniqueConstraint("server_id", "address", "stream_key",
+                                       name="uq_suppressions_server_address_stream"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     server_id: Mapped[int] = mapped_column(
         ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
     )
     address: Mapped[str] = mapped_column(String(255), nullable=False)
-    reason: Mapped[str | None] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(String(16), default="manual", nullable=False)
+    # HardBounce, SpamComplaint, Unsubscribe, Manual (services/suppressions.REASONS)
+    reason: Mapped[str] = mapped_column("reason_code", String(16), default="Manual",
+                                        server_default="Manual", nullable=False)
+    # Free text: what happened (the column was the reason before reasons became a list)
+    details: Mapped[str | None] = mapped_column("reason", Text)
+    # Who or what added it (services/suppressions.ORIGINS)
+    origin: Mapped[str] = mapped_column("source", String(16), default="manual", nullable=False)
+    stream_id: Mapped[int | None] = mapped_column(ForeignKey("streams.id", ondelete="CASCADE"))
+    stream_key: Mapped[int] = mapped_column(Integer, default=0, server_default="0",
+                                            nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+    stream: Mapped[Stream | None] = relationship()

@@ -3,7 +3,9 @@
 
 from datetime import datetime
 
-from sqlalchemy import (Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
+from typing import Any
+
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
                         UniqueConstraint)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -73,6 +75,12 @@ class Server(Timestamps, Base):
     track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     message_retention_days: Mapped[int] = mapped_column(Integer, default=60, nullable=False)
+    # Send limits (services/send_limits.py): messages per hour/day, None = no limit; over the
+    # limit messages are held ("hold") or refused ("reject").
+    send_limit_per_hour: Mapped[int | None] = mapped_column(Integer)
+    send_limit_per_day: Mapped[int | None] = mapped_column(Integer)
+    send_limit_action: Mapped[str] = mapped_column(String(8), default="hold", server_default="hold",
+                                                   nullable=False)
 
     organization: Mapped[Organization] = relationship(back_populates="servers")
     ip_pool: Mapped[IPPool | None] = relationship()
@@ -101,12 +109,62 @@ class Domain(Timestamps, Base):
     dkim_public_key: Mapped[str] = mapped_column(Text, nullable=False)
     track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
+    # Custom return path <return_path_host>.<name> CNAME RETURN_PATH_DOMAIN: used as the
+    # envelope sender's domain once verified (services/domain_dns.py).
+    return_path_host: Mapped[str] = mapped_column(String(63), default="rp", server_default="rp",
+                                                  nullable=False)
+    return_path_verified_at: Mapped[datetime | None] = mapped_column(DateTime())
+    # Optional tracking domain <tracking_host>.<name> CNAME TRACKING_DOMAIN.
+    tracking_host: Mapped[str | None] = mapped_column(String(63))
+    tracking_verified_at: Mapped[datetime | None] = mapped_column(DateTime())
+    # The last DNS check (services/domain_checks.py): {"records": [...]}.
+    dns_check: Mapped[Any | None] = mapped_column(JSON)
+    checked_at: Mapped[datetime | None] = mapped_column(DateTime(), index=True)
 
     server: Mapped[Server] = relationship()
+    other_dkim_keys: Mapped[list["DkimKey"]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True, order_by="DkimKey.id")
 
     @property
     def verified(self) -> bool:
         return self.verified_at is not None
+
+
+class DkimKey(Base):
+    """A DKIM key of a domain beside the active one (which lives on the domain row, where the
+    delivery worker reads it): ``pending`` after a rotation until activated, ``retiring``
+    (still published, no longer signing) until ``retire_at``."""
+
+    __tablename__ = "dkim_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(
+        ForeignKey("domains.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    selector: Mapped[str] = mapped_column(String(63), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)  # pending, retiring
+    private_key_encrypted: Mapped[str | None] = mapped_column(Text)
+    public_key: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    retire_at: Mapped[datetime | None] = mapped_column(DateTime(), index=True)
+
+
+class InstallationKey(Base):
+    """A rotated installation signing key (webhook signatures). Without any ``active`` row the
+    key at SIGNING_KEY_PATH signs (id ``installation``); rotation adds a ``pending`` key,
+    activation makes it ``active`` and the one before ``retiring`` until ``retire_at``."""
+
+    __tablename__ = "installation_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(63), unique=True, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)  # pending, active, retiring
+    # Encrypted with the SecretBox; None for the SIGNING_KEY_PATH key while it retires.
+    private_key_encrypted: Mapped[str | None] = mapped_column(Text)
+    public_key: Mapped[str] = mapped_column(Text, nullable=False)  # base64 DER (DKIM p=)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    activated_at: Mapped[datetime | None] = mapped_column(DateTime())
+    retire_at: Mapped[datetime | None] = mapped_column(DateTime())
 
 
 class Credential(Timestamps, Base):

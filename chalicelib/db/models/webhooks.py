@@ -49,6 +49,7 @@ class WebhookRequest(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
     locked_by: Mapped[str | None] = mapped_column(String(64))
     locked_at: Mapped[datetime | None] = mapped_column(DateTime())
+    woken_at: Mapped[datetime | None] = mapped_column(DateTime())  # see Message.woken_at
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
 
 

@@ -159,7 +159,12 @@ def _check_single_mailbox(msg, header: str, field: str) -> Address | None:
         return None
     if len(values) > 1:
         raise InvalidField(field, f"the message has more than one {header} header")
-    parsed = values[0]
+    raw_value = next(v for k, v in msg.raw_items() if k.lower() == header.lower())
+    return _check_mailbox(values[0], raw_value, header, field)
+
+
+def _check_mailbox(parsed, raw_value, header: str, field: str) -> Address:
+    """One header value that must hold exactly one unambiguous mailbox."""
     if parsed.defects:
         raise InvalidField(field, f"the {header} header is malformed")
     addresses = parsed.addresses
@@ -174,7 +179,6 @@ def _check_single_mailbox(msg, header: str, field: str) -> Address | None:
         raise InvalidField(field, f"the {header} header {exc.message}") from None
     # Cross-check with a second, independent parser of the raw header text: if email_validator
     # reads a different address out of it, the header is ambiguous and must not be trusted.
-    raw_value = next(v for k, v in msg.raw_items() if k.lower() == header.lower())
     unfolded = _LINE_BREAK_STR_RE.sub("", str(raw_value)).strip()
     ev = _email_validator()
     try:
@@ -188,11 +192,28 @@ def _check_single_mailbox(msg, header: str, field: str) -> Address | None:
     return address
 
 
+#: Headers naming who sent a message besides From (RFC 5322 3.6.2, 3.6.6). Receivers show
+#: them ("on behalf of"), so they are authorized like From. Resent blocks may repeat.
+RESENT_ORIGINATORS = (("Resent-From", "resent-from"), ("Resent-Sender", "resent-sender"))
+
+
+def _resent_originators(msg) -> list[tuple[str, Address]]:
+    found = []
+    for header, field in RESENT_ORIGINATORS:
+        values = msg.get_all(header) or []
+        raw_values = [v for k, v in msg.raw_items() if k.lower() == header.lower()]
+        for parsed, raw_value in zip(values, raw_values):
+            found.append((field, _check_mailbox(parsed, raw_value, header, field)))
+    return found
+
+
 def header_addresses(raw: bytes) -> dict:
     """Read the originator of a raw message (for the SMTP gateway's From-domain check).
 
-    Returns ``{"from": Address, "sender": Address | None, "subject": str | None}``. Raises
-    :class:`InvalidField` (field ``from``, ``sender`` or ``subject``) when From is missing, is
+    Returns ``{"from": Address, "sender": Address | None, "resent": [(field, Address)],
+    "subject": str | None}`` (``resent``: each Resent-From and Resent-Sender mailbox). Raises
+    :class:`InvalidField` (field ``from``, ``sender``, ``resent-from``, ``resent-sender`` or
+    ``subject``) when From is missing, is
     repeated, holds more than one mailbox or a group, is malformed, or when two independent
     parsers disagree about the address in it."""
     if isinstance(raw, (bytearray, memoryview)):
@@ -210,4 +231,5 @@ def header_addresses(raw: bytes) -> dict:
     if len(subjects) > 1:
         raise InvalidField("subject", "the message has more than one Subject header")
     subject = str(subjects[0]) if subjects else None
-    return {"from": from_, "sender": sender, "subject": subject}
+    return {"from": from_, "sender": sender, "resent": _resent_originators(msg),
+            "subject": subject}

@@ -1,0 +1,344 @@
+"""Shapes of the management surface's answers (/api/v2/admin): organizations, servers,
+domains with their DNS records, credentials, IP pools, admin API keys, suppressions, inbound
+routes, webhooks with their queue and log, and the audit trail."""
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
+
+from chalicelib.shapes import record
+
+
+@record
+class Organization(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    permalink: str
+    time_zone: str
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class SendLimits(TypedDict):
+    """The server's send limits with this hour's and day's use."""
+
+    action: str
+    per_hour: NotRequired[int | None]
+    used_this_hour: NotRequired[int | None]
+    hour_resets_at: NotRequired[datetime]
+    per_day: NotRequired[int | None]
+    used_this_day: NotRequired[int | None]
+    day_resets_at: NotRequired[datetime]
+
+
+@record
+class Server(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    permalink: str
+    organization: Annotated[str | None, Field(description="The organization's permalink.")]
+    mode: str
+    suspended: bool
+    suspended_at: datetime | None
+    suspension_reason: str | None
+    ip_pool_id: int | None
+    track_opens: bool
+    track_clicks: bool
+    message_retention_days: int
+    send_limit_per_hour: int | None
+    send_limit_per_day: int | None
+    send_limit_action: Annotated[str, Field(description="hold or reject")]
+    send_limits: SendLimits
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class DnsRecord(TypedDict):
+    type: Annotated[str, Field(description="TXT")]
+    name: str
+    value: str
+
+
+@record
+class DnsRecords(TypedDict):
+    """The records a domain's owner publishes: verification, SPF, DKIM, the return-path
+    CNAME and DMARC; the next DKIM key's record during a rotation, the tracking CNAME when a
+    tracking host is set."""
+
+    verification: DnsRecord
+    spf: DnsRecord
+    dkim: DnsRecord
+    dkim_next: NotRequired[DnsRecord]
+    return_path: DnsRecord
+    tracking: NotRequired[DnsRecord]
+    dmarc: DnsRecord
+
+
+@record
+class HostName(TypedDict):
+    """A custom return-path or tracking host of a domain and whether its CNAME is verified."""
+
+    host: str
+    name: str
+    verified: bool
+    verified_at: datetime | None
+
+
+@record
+class DkimKey(TypedDict):
+    selector: str
+    state: Annotated[str, Field(description="active, pending or retiring")]
+    record: DnsRecord
+    created_at: datetime | None
+    retire_at: datetime | None
+
+
+@record
+class DnsCheckRecord(TypedDict):
+    """One looked-up record: status ok, missing, mismatch or error."""
+
+    kind: str
+    name: str
+    type: str
+    expected: str | None
+    found: list[str] | None
+    status: str
+    detail: str | None
+    selector: NotRequired[str]
+    state: NotRequired[str]
+    policy: NotRequired[str | None]
+    lookups: NotRequired[int]
+    lost_at: NotRequired[str]
+
+
+@record
+class DnsCheckSummary(TypedDict):
+    checked_at: datetime
+    problems: int
+    records: list[DnsCheckRecord]
+
+
+@record
+class DnsCheck(TypedDict):
+    """GET .../domains/{name}/check."""
+
+    domain: str
+    checked_at: datetime | None
+    ok: bool
+    problems: int
+    records: list[DnsCheckRecord]
+
+
+@record
+class Domain(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    verified: bool
+    verified_at: datetime | None
+    dkim_selector: str
+    track_opens: bool
+    track_clicks: bool
+    return_path: HostName
+    tracking: HostName | None
+    dkim_keys: list[DkimKey]
+    dns_records: DnsRecords
+    dns_check: DnsCheckSummary | None
+    created_at: datetime
+
+
+@record
+class Credential(TypedDict):
+    """A server credential; ``key`` only in the answer that creates it."""
+
+    id: int
+    uuid: str
+    type: Annotated[str, Field(description="API, SMTP or SMTP-IP")]
+    name: str
+    hold: bool
+    key_hint: str | None
+    ip_range: str | None
+    last_used_at: datetime | None
+    created_at: datetime
+    updated_at: datetime | None
+    key: NotRequired[Annotated[str | None, Field(description="Shown once, at creation.")]]
+
+
+@record
+class IPAddress(TypedDict):
+    id: int
+    ip_pool_id: int
+    ipv4: str | None
+    ipv6: str | None
+    hostname: str
+    priority: int
+    created_at: datetime
+
+
+@record
+class IPPool(TypedDict):
+    """An IP pool; shown with its addresses (lists and deletes leave them out)."""
+
+    id: int
+    uuid: str
+    name: str
+    default: bool
+    created_at: datetime
+    ip_addresses: NotRequired[list[IPAddress] | None]
+
+
+@record
+class AdminApiKey(TypedDict):
+    """An admin API key; ``key`` only in the answer that creates it."""
+
+    id: int
+    uuid: str
+    name: str
+    key_hint: str
+    seeded: bool
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    created_at: datetime
+    key: NotRequired[Annotated[str | None, Field(description="Shown once, at creation.")]]
+
+
+@record
+class Suppression(TypedDict):
+    id: int
+    address: str
+    reason: Annotated[str, Field(description="HardBounce, SpamComplaint, Unsubscribe or Manual")]
+    details: str | None
+    stream: Annotated[str | None, Field(description="The stream's permalink; null: every stream.")]
+    origin: str
+    source: Annotated[str, Field(description="The same as origin (its earlier name).")]
+    created_at: datetime
+    expires_at: datetime | None
+
+
+@record
+class SuppressionImportError(TypedDict):
+    index: int
+    field: str
+    message: str
+
+
+@record
+class SuppressionImportResult(TypedDict):
+    """POST .../suppressions/import."""
+
+    imported: int
+    skipped: int
+    errors: list[SuppressionImportError]
+
+
+@record
+class SuppressionDeleted(TypedDict):
+    """DELETE .../suppressions/{address}: the first entry removed and how many were."""
+
+    suppression: Suppression
+    removed: int
+    deleted: bool
+
+
+@record
+class Route(TypedDict):
+    id: int
+    uuid: str
+    name: Annotated[str, Field(description="The local part, or *.")]
+    domain: str | None
+    address: str
+    mode: str
+    endpoint: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class Webhook(TypedDict):
+    id: int
+    uuid: str
+    name: str
+    url: str
+    events: Annotated[list[str], Field(description="Event names; empty means all.")]
+    sign: bool
+    enabled: bool
+    headers: Annotated[dict[str, str],
+                       Field(description="Custom header names; values always masked.")]
+    last_used_at: datetime | None
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class WebhookRequest(TypedDict):
+    """A pending notification of a webhook's queue."""
+
+    id: int
+    event: str
+    uuid: str
+    message_id: int | None
+    attempts: int
+    next_attempt_at: datetime
+    in_progress: bool
+    created_at: datetime
+    payload: Annotated[dict[str, Any], Field(description="The notification's body, as it is sent.")]
+
+
+@record
+class WebhookLog(TypedDict):
+    """One delivery attempt of a webhook."""
+
+    id: int
+    event: str
+    uuid: str
+    url: str
+    attempt: int
+    status_code: int | None
+    success: bool
+    response_body: str | None
+    error: str | None
+    duration_ms: int | None
+    will_retry: bool
+    next_attempt_at: datetime | None
+    created_at: datetime
+
+
+@record
+class WebhookTestResult(TypedDict):
+    event: str
+    uuid: str
+    url: str
+    status_code: int | None
+    success: bool
+    response_body: str | None
+    error: str | None
+    duration_ms: int | None
+
+
+@record
+class WebhookTest(TypedDict):
+    result: WebhookTestResult
+
+
+@record
+class AuthEvent(TypedDict):
+    id: int
+    event: str
+    success: bool
+    user_id: int | None
+    email_address: str | None
+    ip_address: str | None
+    user_agent: str | None
+    details: str | None
+    created_at: datetime
+
+
+@record
+class AuthEvents(TypedDict):
+    auth_events: list[AuthEvent]
+    limit: int

@@ -1,0 +1,435 @@
+"""Shapes of the messaging surface's answers (/api/v2/server): messages, their delivery
+attempts and events, send results, streams, templates, bounces, inbound messages, opens,
+clicks and statistics."""
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
+
+from chalicelib.shapes import Pagination, record
+from chalicelib.shapes.management import SendLimits
+
+
+@record
+class Message(TypedDict):
+    """One message (one recipient) as listed and shown."""
+
+    id: int
+    token: str
+    scope: Annotated[str, Field(description="outgoing or incoming")]
+    status: str
+    status_details: str | None
+    bounce_category: Annotated[str | None, Field(
+        description="The category of the last failure or bounce (kept after a later success).")]
+    rcpt_to: str
+    mail_from: str
+    subject: str | None
+    message_id: Annotated[str | None, Field(description="The Message-ID header.")]
+    submission_id: Annotated[int | None, Field(description="SendResult.message_id of its send.")]
+    tag: str | None
+    metadata: dict[str, Any] | None
+    stream: Annotated[str | None, Field(description="The stream's permalink.")]
+    bounce: bool
+    held: bool
+    size: int
+    attempts: int
+    next_attempt_at: datetime | None
+    last_attempt_at: datetime | None
+    sent_at: datetime | None
+    track_opens: bool
+    track_clicks: bool
+    opens_count: int
+    clicks_count: int
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class Delivery(TypedDict):
+    """One delivery attempt of an outgoing message."""
+
+    id: int
+    status: Annotated[str, Field(description="InFlight, Sent, SoftFail, HardFail or Unknown")]
+    stage: str | None
+    host: str | None
+    code: Annotated[int | None, Field(description="The SMTP reply code.")]
+    output: str | None
+    details: str | None
+    category: Annotated[str | None, Field(description="The failure's category; null when sent.")]
+    tls: bool
+    duration_ms: int | None
+    timestamp: datetime
+
+
+@record
+class Event(TypedDict):
+    """One entry of a message's history (MessageSent, MessageDelayed, …)."""
+
+    event: str
+    uuid: str
+    details: str | None
+    timestamp: datetime
+
+
+@record
+class MessageDetail(Message):
+    """A message as shown by GET /messages/{id}: with its history and attempts."""
+
+    events: list[Event]
+    deliveries: list[Delivery]
+
+
+@record
+class Recipient(TypedDict):
+    rcpt_to: str
+    id: Annotated[int, Field(description="The message id of this recipient.")]
+    token: str
+    status: str
+
+
+@record
+class SendResult(TypedDict):
+    """The SendResult: one message per recipient."""
+
+    message_id: Annotated[int, Field(description="The id of the submission.")]
+    recipients: list[Recipient]
+
+
+@record
+class EntryError(TypedDict):
+    code: str
+    message: str
+    field: NotRequired[str | None]
+
+
+@record
+class BatchEntry(TypedDict):
+    """One entry's result: data on success, error otherwise."""
+
+    index: int
+    status: Annotated[str, Field(description="success or error")]
+    data: NotRequired[SendResult | None]
+    error: NotRequired[EntryError | None]
+
+
+@record
+class BatchResult(TypedDict):
+    messages: list[BatchEntry]
+    accepted: int
+    failed: int
+
+
+@record
+class TemplateBatchResult(BatchResult):
+    template: Annotated[str | None, Field(description="The one template the entries used; "
+                                                      "null when they used several.")]
+
+
+@record
+class Raw(TypedDict):
+    message_id: int
+    signed: Annotated[bool, Field(description="True once sent: the exact signed bytes.")]
+    size: int
+    raw: str
+    raw_base64: str
+
+
+@record
+class Stream(TypedDict):
+    id: int
+    name: str
+    permalink: str
+    stream_type: str
+    description: str | None
+    list_unsubscribe: Annotated[bool, Field(description="Its mail carries List-Unsubscribe "
+                                                    "(always on broadcast streams).")]
+    default: bool
+    archived: bool
+    archived_at: datetime | None
+    created_at: datetime
+    updated_at: datetime | None
+
+
+@record
+class Template(TypedDict):
+    """A stored template; lists leave the bodies out."""
+
+    id: int
+    name: str
+    permalink: str
+    subject: str | None
+    archived: bool
+    archived_at: datetime | None
+    created_at: datetime
+    updated_at: datetime | None
+    html_body: NotRequired[str | None]
+    text_body: NotRequired[str | None]
+
+
+@record
+class Rendered(TypedDict):
+    """A rendered template (a part the template lacks is null)."""
+
+    subject: str | None
+    html_body: str | None
+    text_body: str | None
+
+
+@record
+class OriginalMessage(TypedDict):
+    id: int
+    token: str
+    rcpt_to: str
+    mail_from: str
+    subject: str | None
+    status: str
+
+
+@record
+class Complaint(TypedDict):
+    """A spam complaint's feedback report (ARF, RFC 5965)."""
+
+    feedback_type: str | None
+    user_agent: str | None
+    original_mail_from: str | None
+    original_rcpt_to: str | None
+    arrival_date: str | None
+    source_ip: str | None
+    reported_domain: str | None
+
+
+@record
+class Bounce(TypedDict):
+    """A bounce (DSN) received at a return-path address, with its parsed report."""
+
+    id: int
+    token: str
+    scope: str
+    bounce: bool
+    rcpt_to: str
+    mail_from: str
+    subject: str | None
+    size: int
+    status_code: str | None
+    action: str | None
+    bounce_type: Annotated[str | None, Field(description="hard, soft or complaint")]
+    category: str | None
+    diagnostic: str | None
+    final_recipient: str | None
+    remote_mta: str | None
+    reporting_mta: str | None
+    original_message_id: int | None
+    original_message: OriginalMessage | None
+    complaint: Complaint | None
+    created_at: datetime
+
+
+@record
+class RouteRef(TypedDict):
+    id: int
+    name: str
+    mode: str
+
+
+@record
+class InboundAttempt(TypedDict):
+    id: int
+    status: str
+    target: str | None
+    code: int | None
+    output: str | None
+    details: str | None
+    duration_ms: int | None
+    created_at: datetime
+
+
+@record
+class InboundMessage(TypedDict):
+    """An inbound message; shown (GET /inbound/{id}) with its delivery attempts."""
+
+    id: int
+    token: str
+    scope: str
+    bounce: bool
+    rcpt_to: str
+    mail_from: str
+    subject: str | None
+    message_id: str | None
+    size: int
+    status: str
+    status_details: str | None
+    held: bool
+    attempts: int
+    next_attempt_at: datetime | None
+    last_attempt_at: datetime | None
+    route: RouteRef | None
+    created_at: datetime
+    deliveries: NotRequired[list[InboundAttempt] | None]
+
+
+@record
+class Open(TypedDict):
+    id: int
+    message_id: int
+    ip_address: str | None
+    user_agent: str | None
+    likely_machine: bool
+    detection: str | None
+    created_at: datetime
+
+
+@record
+class Click(Open):
+    url: str
+    link_id: int
+
+
+@record
+class Opens(TypedDict):
+    message_id: int
+    opens_count: int
+    opens: list[Open]
+    pagination: Pagination
+
+
+@record
+class Clicks(TypedDict):
+    message_id: int
+    clicks_count: int
+    clicks: list[Click]
+    pagination: Pagination
+
+
+@record
+class Counts(TypedDict):
+    """Counters of messages and engagement (services/stats.COUNTERS)."""
+
+    messages: int
+    by_status: dict[str, int]
+    held: int
+    bounces: int
+    incoming: int
+    opens: int
+    unique_opens: int
+    machine_opens: int
+    clicks: int
+    unique_clicks: int
+    machine_clicks: int
+    bounce_categories: NotRequired[dict[str, int]]
+    failed_attempt_categories: NotRequired[dict[str, int]]
+    complaints: NotRequired[int]
+
+
+@record
+class StreamCounts(Counts):
+    stream: str | None
+
+
+@record
+class TagCounts(Counts):
+    tag: str
+
+
+@record
+class Stats(Counts):
+    """GET /stats: the range's counters, and the same per stream and per tag."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    streams: list[StreamCounts]
+    tags: list[TagCounts]
+
+
+@record
+class Outcomes(TypedDict):
+    sent: int
+    delayed: int
+    failed: int
+    held: int
+
+
+@record
+class Bucket(Outcomes):
+    start: datetime
+
+
+@record
+class DeliveryStats(TypedDict):
+    """GET /stats/deliveries: outcome counts per hour or day."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    interval: str
+    totals: Outcomes
+    buckets: list[Bucket]
+
+
+@record
+class CredentialRef(TypedDict):
+    id: int
+    name: str
+
+
+@record
+class ServerInfo(TypedDict):
+    """The authenticated server, as its API key sees it."""
+
+    id: int
+    uuid: str
+    name: str
+    permalink: str
+    mode: str
+    suspended: bool
+    organization: str
+    credential: Annotated[CredentialRef | None, Field(
+        description="The API credential used; null for a signed-in user of the console.")]
+    send_limits: NotRequired[SendLimits]  # GET /server only
+
+
+@record
+class Ping(TypedDict):
+    pong: bool
+    server: ServerInfo
+
+
+@record
+class StatsAnswer(TypedDict):
+    stats: Stats
+
+
+@record
+class DeliveryStatsAnswer(TypedDict):
+    stats: DeliveryStats
+
+
+@record
+class Deliveries(TypedDict):
+    deliveries: list[Delivery]
+
+
+@record
+class BulkJob(TypedDict):
+    """A bulk action carried out by the workers in chunks."""
+
+    id: int
+    action: Annotated[str, Field(description="release, retry or cancel")]
+    status: Annotated[str, Field(description="Queued, Running or Done")]
+    matched: int
+    done: int
+    failed: int
+    filter: dict[str, Any]
+    details: str | None
+    created_at: datetime
+    updated_at: datetime | None
+    finished_at: datetime | None
+
+
+@record
+class BulkAnswer(TypedDict):
+    """POST /messages/bulk: a dry run's count, or the job started."""
+
+    dry_run: NotRequired[bool]
+    action: NotRequired[str]
+    matched: NotRequired[int]
+    job: NotRequired[BulkJob]

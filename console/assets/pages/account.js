@@ -1,0 +1,96 @@
+// The signed-in user's own account: profile, password, two-factor authentication (with a
+// QR code), and the sessions signed in elsewhere.
+import { del, get, patch, post, session } from '../api.js';
+import { actionButton, copyable, form, h, notice, section, table, when } from '../ui.js';
+
+async function qrCode(text) {
+  // The only third-party code of the console (npm qrcode-generator, copied by make install),
+  // loaded only here. Without it (no npm at install time) the secret below still works.
+  let qrcode;
+  try {
+    ({ default: qrcode } = await import('../vendor/qrcode.mjs'));
+  } catch {
+    return notice('The QR code is not available on this installation: type the secret into your app.', 'warn');
+  }
+  const qr = qrcode(0, 'M');
+  qr.addData(text);
+  qr.make();
+  const doc = new DOMParser().parseFromString(qr.createSvgTag({ cellSize: 4, margin: 4, scalable: true }), 'image/svg+xml');
+  const svg = document.importNode(doc.documentElement, true);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'QR code for your authenticator app');
+  return h('div', { class: 'qr' }, svg);
+}
+
+function twoFactor(ctx, user) {
+  const box = h('div', {});
+  if (user.totp_enabled) {
+    box.append(notice('Two-factor authentication is on: signing in asks for a code from your authenticator app.', 'success'),
+      form({
+        className: 'inline',
+        fields: [{ name: 'password', label: 'Your password', type: 'password', required: true, autocomplete: 'current-password' }],
+        submit: 'Turn off two-factor authentication',
+        onSubmit: async (v) => { await post('/auth/totp/disable', v); await ctx.refreshMe(); ctx.render(); },
+      }));
+    return box;
+  }
+  box.append(h('p', {}, 'Protect your account with a code from an authenticator app (any TOTP app) as well as your password.'),
+    actionButton('Set up two-factor authentication', async () => {
+      const enrolment = await post('/auth/totp/enroll');
+      box.replaceChildren(
+        h('p', {}, 'Scan this code with your authenticator app, or type the secret into it. Then enter the six-digit code it shows.'),
+        await qrCode(enrolment.otpauth_url),
+        h('p', {}, 'Secret: ', copyable(enrolment.secret, 'Copy the secret')),
+        form({
+          className: 'inline',
+          fields: [{ name: 'code', label: 'Code from the app', required: true, autocomplete: 'one-time-code', inputmode: 'numeric' }],
+          submit: 'Turn on',
+          onSubmit: async (v) => { await post('/auth/totp/activate', { code: v.code.trim() }); await ctx.refreshMe(); ctx.render(); },
+        }));
+    }, { kind: 'primary' }));
+  return box;
+}
+
+export async function account(ctx) {
+  const [me, sessions] = await Promise.all([get('/auth/me'), get('/auth/sessions', { params: { per_page: 100 } })]);
+  const user = me.user;
+  const others = sessions.sessions.filter((s) => !s.current);
+  const saved = h('div', { 'aria-live': 'polite' });
+  return h('div', {}, h('h1', {}, 'Your account'),
+    h('p', { class: 'sub' }, user.email_address, user.admin ? ' · instance administrator' : ''),
+    h('div', { class: 'grid2' },
+      section('Profile', null, saved, form({
+        fields: [
+          { name: 'first_name', label: 'First name', value: user.first_name, autocomplete: 'given-name' },
+          { name: 'last_name', label: 'Last name', value: user.last_name, autocomplete: 'family-name' },
+        ],
+        submit: 'Save profile',
+        onSubmit: async (v) => { await patch('/auth/me', v); await ctx.refreshMe(); saved.replaceChildren(notice('Saved.', 'success')); },
+      })),
+      user.has_password ? section('Password', null, form({
+        fields: [
+          { name: 'current_password', label: 'Current password', type: 'password', required: true, autocomplete: 'current-password' },
+          { name: 'new_password', label: 'New password', type: 'password', required: true, autocomplete: 'new-password' },
+        ],
+        submit: 'Change password',
+        onSubmit: async (v, f) => {
+          // Every session is revoked; the answer carries this tab's fresh one.
+          const data = await post('/auth/password', v);
+          session.set(data.session_token, data.expires_at);
+          f.reset();
+          await ctx.render();
+          document.querySelector('#main [aria-live]').replaceChildren(notice('Password changed. Every other session was signed out.', 'success'));
+        },
+      })) : null),
+    section('Two-factor authentication', null, twoFactor(ctx, user)),
+    section('Sessions', others.length ? actionButton('Sign out all other sessions', async () => {
+      await post('/auth/sessions/revoke_others'); ctx.render();
+    }, { kind: 'danger' }) : null, table([
+      { label: 'Where', render: (s) => [s.current ? h('strong', {}, 'This browser') : '', s.current ? ' · ' : '', s.user_agent || 'unknown client'] },
+      { label: 'IP address', render: (s) => s.ip_address || '—' },
+      { label: 'Signed in', render: (s) => when(s.created_at) },
+      { label: 'Last used', render: (s) => when(s.last_used_at) },
+      { label: 'Expires', render: (s) => when(s.expires_at) },
+      { label: 'Actions', render: (s) => (s.current ? '' : actionButton('Sign out', async () => { await del(`/auth/sessions/${s.id}`); ctx.render(); })) },
+    ], sessions.sessions, { caption: 'Sessions' })));
+}

@@ -1,0 +1,93 @@
+// Setting a server up: sending domains (the DNS records to publish, verify) and credentials
+// (API keys and SMTP passwords, each shown once).
+import { del, enc, get, patch, post } from '../../api.js';
+import { actionButton, badge, copyable, form, h, notice, section, shownOnce, table, when } from '../../ui.js';
+import { adminBase } from './routes.js';
+
+function dnsTable(domain) {
+  const r = domain.dns_records || {};
+  const rows = [['Verification', r.verification], ['SPF', r.spf], ['DKIM', r.dkim]].filter(([, rec]) => rec);
+  return table([
+    { label: 'Purpose', render: ([purpose]) => purpose },
+    { label: 'Type', render: ([, rec]) => rec.type },
+    { label: 'Name', class: 'wrap', render: ([purpose, rec]) => copyable(rec.name, `Copy ${purpose} record name`) },
+    { label: 'Value', class: 'wrap', render: ([purpose, rec]) => copyable(rec.value, `Copy ${purpose} record value`) },
+  ], rows, { caption: `DNS records for ${domain.name}` });
+}
+
+export async function domains(ctx) {
+  const base = `${adminBase(ctx)}/domains`;
+  const list = (await get(base, { params: { per_page: 100 } })).domains;
+  const manage = ctx.can('domains.manage');
+  const out = h('div', {}, h('h1', {}, 'Domains'),
+    h('p', { class: 'sub' }, 'Mail can be sent from verified domains only. Publish the three TXT records at your DNS provider, then verify.'));
+  if (manage) {
+    out.append(section('Add a domain', null, form({
+      className: 'inline',
+      fields: [{ name: 'name', label: 'Domain name', required: true, placeholder: 'example.com' }],
+      submit: 'Add domain',
+      onSubmit: async (v) => { await post(base, { name: v.name.trim() }); ctx.render(); },
+    })));
+  }
+  if (!list.length) out.append(notice('No domain yet.', 'info'));
+  for (const d of list) {
+    const result = h('div', {});
+    const actions = [];
+    if (manage && !d.verified) {
+      actions.push(actionButton('Verify', async () => {
+        await post(`${base}/${enc(d.name)}/verify`);
+        ctx.render();
+      }, { kind: 'primary' }));
+    }
+    if (manage) {
+      actions.push(actionButton('Delete', async () => { await del(`${base}/${enc(d.name)}`); ctx.render(); },
+        { kind: 'danger', confirm: `Delete ${d.name}? Mail from it will be refused.` }));
+    }
+    out.append(h('section', { class: 'card', 'aria-labelledby': `dom-${d.id}` },
+      h('div', { class: 'card-head' }, h('h2', { id: `dom-${d.id}` }, d.name, ' ', d.verified ? badge('Verified', 'verified') : badge('Not verified', 'unverified')),
+        h('div', { class: 'actions' }, actions)),
+      result,
+      h('p', { class: 'help' }, d.verified ? `Verified ${when(d.verified_at)}. Keep the records published: receivers check SPF and DKIM on every message.` : 'Publish these records, then press Verify.'),
+      dnsTable(d)));
+  }
+  return out;
+}
+
+export async function credentials(ctx) {
+  const base = `${adminBase(ctx)}/credentials`;
+  const list = (await get(base, { params: { per_page: 100 } })).credentials;
+  const manage = ctx.can('credentials.manage');
+  const out = h('div', {}, h('h1', {}, 'Credentials'),
+    h('p', { class: 'sub' }, 'API credentials send over HTTP (header X-Server-API-Key); SMTP credentials are the password for SMTP submission (any user name); SMTP-IP credentials let an address range send without a password.'));
+  if (manage) {
+    out.append(section('New credential', null, form({
+      className: 'inline',
+      fields: [
+        { name: 'type', label: 'Type', type: 'select', options: [['API', 'API'], ['SMTP', 'SMTP'], ['SMTP-IP', 'SMTP-IP']], value: 'API' },
+        { name: 'name', label: 'Name', required: true, placeholder: 'production app' },
+        { name: 'ip_range', label: 'IP range (SMTP-IP only)', placeholder: '192.0.2.0/24' },
+      ],
+      submit: 'Create credential',
+      onSubmit: async (v, f) => {
+        const body = { type: v.type, name: v.name };
+        if (v.type === 'SMTP-IP') body.ip_range = v.ip_range;
+        const c = (await post(base, body)).credential;
+        f.reset();
+        await ctx.render();
+        const box = document.querySelector('#main .once-slot');
+        if (box && c.key) box.replaceChildren(shownOnce(`${c.type} key "${c.name}"`, c.key));
+      },
+    })));
+  }
+  out.append(section('Credentials', null, h('div', { class: 'once-slot' }), table([
+    { label: 'Name', render: (c) => c.name },
+    { label: 'Type', render: (c) => c.type },
+    { label: 'Key', render: (c) => (c.type === 'SMTP-IP' ? (c.ip_range || '—') : h('code', {}, `…${c.key_hint || ''}`)) },
+    { label: 'State', render: (c) => (c.hold ? badge('On hold', 'held') : badge('Active', 'active')) },
+    { label: 'Last used', render: (c) => when(c.last_used_at) },
+    { label: 'Actions', render: (c) => (manage ? h('span', { class: 'actions' },
+      actionButton(c.hold ? 'Release' : 'Hold', async () => { await patch(`${base}/${c.id}`, { hold: !c.hold }); ctx.render(); }),
+      actionButton('Delete', async () => { await del(`${base}/${c.id}`); ctx.render(); }, { kind: 'danger', confirm: `Delete credential ${c.name}? Anything using it stops working.` })) : '') },
+  ], list, { caption: 'Credentials', empty: 'No credential yet.' })));
+  return out;
+}

@@ -1,0 +1,107 @@
+// Webhooks: the list (create, enable/disable), and one webhook with a test send, its pending
+// queue and the attempt log that says why deliveries fail.
+import { del, get, patch, post } from '../../api.js';
+import { actionButton, badge, dl, form, h, link, notice, pager, section, table, when } from '../../ui.js';
+import { adminBase, serverBase } from './routes.js';
+
+const EVENTS = ['MessageSent', 'MessageDelayed', 'MessageDeliveryFailed', 'MessageHeld'];
+
+export async function list(ctx) {
+  const base = `${adminBase(ctx)}/webhooks`;
+  const hooks = (await get(base, { params: { per_page: 100 } })).webhooks;
+  const manage = ctx.can('webhooks.manage');
+  const eventBoxes = EVENTS.map((e) => ({ name: `ev_${e}`, label: e, type: 'checkbox' }));
+  return h('div', {}, h('h1', {}, 'Webhooks'),
+    h('p', { class: 'sub' }, 'Signed POSTs about outgoing messages: sent, delayed, failed, held.'),
+    section('Webhooks', null, table([
+      { label: 'Name', render: (w) => link(`${serverBase(ctx)}/webhooks/${w.id}`, w.name || w.url) },
+      { label: 'URL', class: 'wrap', render: (w) => w.url },
+      { label: 'Events', render: (w) => (w.events.length ? w.events.join(', ') : 'all') },
+      { label: 'State', render: (w) => (w.enabled ? badge('Enabled', 'enabled') : badge('Disabled', 'disabled')) },
+      { label: 'Last used', render: (w) => when(w.last_used_at) },
+      { label: 'Actions', render: (w) => (manage ? actionButton(w.enabled ? 'Disable' : 'Enable', async () => {
+        await post(`${base}/${w.id}/${w.enabled ? 'disable' : 'enable'}`); ctx.render();
+      }) : '') },
+    ], hooks, { caption: 'Webhooks', empty: 'No webhook yet.' })),
+    manage ? section('New webhook', null, form({
+      fields: [
+        { name: 'name', label: 'Name', placeholder: 'delivery events' },
+        { name: 'url', label: 'URL', type: 'url', required: true, placeholder: 'https://app.example.com/hooks/mail' },
+        ...eventBoxes,
+        { name: 'sign', label: 'Sign deliveries (X-Service-Signature)', type: 'checkbox', value: true },
+      ],
+      submit: 'Create webhook',
+      onSubmit: async (v) => {
+        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]) };
+        if (v.name) body.name = v.name;
+        const w = (await post(base, body)).webhook;
+        ctx.go(`${serverBase(ctx)}/webhooks/${w.id}`);
+      },
+    }), h('p', { class: 'help' }, 'No event ticked means every event.')) : null);
+}
+
+export async function show(ctx) {
+  const base = `${adminBase(ctx)}/webhooks/${encodeURIComponent(ctx.params.id)}`;
+  const page = Number(ctx.query.get('page') || 1);
+  const [w, logs, pending] = await Promise.all([
+    get(base).then((d) => d.webhook),
+    get(`${base}/logs`, { params: { page } }),
+    get(`${base}/requests`, { params: { per_page: 100 } }),
+  ]);
+  const manage = ctx.can('webhooks.manage');
+  const result = h('div', { 'aria-live': 'polite' });
+  return h('div', {},
+    h('p', {}, link(`${serverBase(ctx)}/webhooks`, '← All webhooks')),
+    h('h1', {}, w.name || 'Webhook'),
+    h('p', { class: 'sub' }, w.enabled ? badge('Enabled', 'enabled') : badge('Disabled', 'disabled'), ` ${w.url}`),
+    h('div', { class: 'grid2' },
+      section('Configuration', manage ? [
+        actionButton(w.enabled ? 'Disable' : 'Enable', async () => { await post(`${base}/${w.enabled ? 'disable' : 'enable'}`); ctx.render(); }),
+        actionButton('Delete', async () => { await del(base); ctx.go(`${serverBase(ctx)}/webhooks`); }, { kind: 'danger', confirm: 'Delete this webhook and its pending deliveries?' }),
+      ] : null, dl([
+        ['URL', w.url], ['Events', w.events.length ? w.events.join(', ') : 'all'], ['Signed', w.sign ? 'yes' : 'no'],
+        ['Headers', Object.keys(w.headers || {}).length ? Object.keys(w.headers).join(', ') : '—'],
+        ['Last used', when(w.last_used_at)], ['Created', when(w.created_at)],
+      ])),
+      manage ? section('Test send', null,
+        h('p', { class: 'help' }, 'Delivers one sample payload now, marked "test": true, signed like the real ones. Nothing is queued or logged.'),
+        form({
+          className: 'inline',
+          fields: [{ name: 'event', label: 'Event', type: 'select', options: EVENTS.map((e) => [e, e]), value: 'MessageSent' }],
+          submit: 'Send test',
+          onSubmit: async (v) => {
+            result.replaceChildren(h('p', { class: 'help' }, 'Sending…'));
+            const r = (await post(`${base}/test`, v)).result;
+            result.replaceChildren(notice(r.success ? `Delivered: HTTP ${r.status_code} in ${r.duration_ms} ms.` : `Failed: ${r.error || `HTTP ${r.status_code}`}.`, r.success ? 'success' : 'error'),
+              r.response_body ? h('pre', {}, r.response_body) : null);
+          },
+        }), result) : null),
+    manage ? section('Change', null, form({
+      fields: [
+        { name: 'name', label: 'Name', value: w.name || '' },
+        { name: 'url', label: 'URL', type: 'url', required: true, value: w.url },
+        ...EVENTS.map((e) => ({ name: `ev_${e}`, label: e, type: 'checkbox', value: w.events.includes(e) })),
+        { name: 'sign', label: 'Sign deliveries (X-Service-Signature)', type: 'checkbox', value: w.sign },
+      ],
+      submit: 'Save changes',
+      onSubmit: async (v) => {
+        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]) };
+        if (v.name) body.name = v.name;
+        await patch(base, body);
+        ctx.render();
+      },
+    }), h('p', { class: 'help' }, 'No event ticked means every event. The log and pending deliveries are kept. Custom headers are changed over the API (their values are never shown).')) : null,
+    section(`Pending deliveries (${pending.pagination.total})`, null, table([
+      { label: 'Event', render: (r) => r.event }, { label: 'Message', render: (r) => (r.message_id ? link(`${serverBase(ctx)}/messages/${r.message_id}`, String(r.message_id)) : '—') },
+      { label: 'Attempts', class: 'num', render: (r) => String(r.attempts) }, { label: 'Next attempt', render: (r) => when(r.next_attempt_at) },
+    ], pending.requests, { caption: 'Pending deliveries', empty: 'Nothing waiting.' })),
+    section('Attempt log', null, table([
+      { label: 'When', render: (l) => when(l.created_at) },
+      { label: 'Event', render: (l) => l.event },
+      { label: 'Attempt', class: 'num', render: (l) => String(l.attempt) },
+      { label: 'Result', render: (l) => (l.success ? badge(`${l.status_code}`, 'good') : badge(l.status_code ? String(l.status_code) : 'error', 'bad')) },
+      { label: 'Response / error', class: 'wrap', render: (l) => h('code', {}, l.error || l.response_body || '—') },
+      { label: 'Retry', render: (l) => (l.will_retry ? when(l.next_attempt_at) : '—') },
+    ], logs.logs, { caption: 'Attempt log', empty: 'No delivery attempted yet.' }),
+    pager(logs.pagination, (p) => ctx.go(`${serverBase(ctx)}/webhooks/${w.id}?page=${p}`))));
+}

@@ -1,0 +1,261 @@
+// Small DOM helpers: an element builder, labelled forms with per-field errors, tables,
+// server-side pagination, copy buttons and SVG charts. No innerHTML with data: text only.
+
+let uid = 0;
+const nextId = (prefix) => `${prefix}-${++uid}`;
+
+/** h('button', {class: 'primary', onclick: fn}, 'Save') */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value);
+    else if (key === 'class') el.className = value;
+    else if (key === 'text') el.textContent = value;
+    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else if (value === true) el.setAttribute(key, '');
+    else el.setAttribute(key, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function clear(el) { while (el.firstChild) el.firstChild.remove(); return el; }
+
+export function link(href, text, attrs = {}) { return h('a', { href, ...attrs }, text); }
+
+export function when(value) {
+  if (!value) return '—';
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleString();
+}
+
+export function notice(text, kind = 'info') {
+  return h('p', { class: `notice ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text);
+}
+
+export function badge(text, kind) {
+  return h('span', { class: `badge ${kind || String(text).toLowerCase()}` }, text);
+}
+
+/** A heading section: h2 plus optional actions on the right. */
+export function section(title, actions, ...body) {
+  return h('section', { class: 'card' },
+    h('div', { class: 'card-head' }, h('h2', {}, title), actions ? h('div', { class: 'actions' }, actions) : null),
+    ...body);
+}
+
+export function dl(pairs) {
+  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '—')]));
+}
+
+/**
+ * A form whose fields each have a label and an error line. fields: [{name, label, type,
+ * required, value, options:[[value,label]], help, autocomplete, rows}]. onSubmit(values)
+ * may throw an ApiError: its message shows next to the field it names (or on top).
+ */
+export function form({ fields, submit = 'Save', onSubmit, className = '', secondary }) {
+  const errors = {};
+  const inputs = {};
+  const general = h('p', { class: 'form-error', role: 'alert', hidden: true });
+  const el = h('form', { class: `form ${className}`, novalidate: true });
+  el.append(general);
+  for (const f of fields) {
+    const id = nextId(f.name);
+    const errId = `${id}-error`;
+    let input;
+    const common = { id, name: f.name, required: f.required, 'aria-describedby': errId,
+      autocomplete: f.autocomplete, placeholder: f.placeholder, inputmode: f.inputmode };
+    if (f.type === 'select') {
+      input = h('select', common, (f.options || []).map(([v, label]) =>
+        h('option', { value: v, selected: String(f.value ?? '') === String(v) }, label)));
+    } else if (f.type === 'textarea') {
+      input = h('textarea', { ...common, rows: f.rows || 6, spellcheck: 'false' });
+      input.value = f.value ?? '';
+    } else if (f.type === 'checkbox') {
+      input = h('input', { ...common, type: 'checkbox', checked: !!f.value });
+    } else {
+      input = h('input', { ...common, type: f.type || 'text', value: f.value ?? '' });
+    }
+    inputs[f.name] = input;
+    errors[f.name] = h('p', { class: 'field-error', id: errId, hidden: true });
+    const label = h('label', { for: id }, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null);
+    el.append(h('div', { class: `field ${f.type === 'checkbox' ? 'check' : ''}` },
+      f.type === 'checkbox' ? [input, label] : [label, input],
+      f.help ? h('p', { class: 'help' }, f.help) : null, errors[f.name]));
+  }
+  const button = h('button', { type: 'submit', class: 'primary' }, submit);
+  el.append(h('div', { class: 'form-actions' }, button, secondary || null));
+
+  const reset = () => {
+    general.hidden = true;
+    for (const [name, e] of Object.entries(errors)) {
+      e.hidden = true; e.textContent = '';
+      inputs[name].removeAttribute('aria-invalid');
+    }
+  };
+  el.showError = (err) => {
+    const field = err && err.field ? String(err.field).replace(/^body\./, '').split(/[.[]/)[0] : null;
+    if (field && errors[field]) {
+      errors[field].textContent = err.message;
+      errors[field].hidden = false;
+      inputs[field].setAttribute('aria-invalid', 'true');
+      inputs[field].focus();
+    } else {
+      general.textContent = (err && err.message) || String(err);
+      general.hidden = false;
+    }
+  };
+  el.inputs = inputs;
+  el.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    reset();
+    const values = {};
+    for (const f of fields) {
+      const input = inputs[f.name];
+      values[f.name] = f.type === 'checkbox' ? input.checked : input.value;
+    }
+    button.disabled = true;
+    try {
+      await onSubmit(values, el);
+    } catch (err) {
+      el.showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return el;
+}
+
+/** A button that runs an async action, showing its error beside it. */
+export function actionButton(label, action, { kind = '', confirm: question } = {}) {
+  const out = h('span', { class: 'inline-error', role: 'alert' });
+  const button = h('button', { type: 'button', class: kind }, label);
+  button.addEventListener('click', async () => {
+    if (question && !window.confirm(question)) return;
+    out.textContent = '';
+    button.disabled = true;
+    try { await action(button); } catch (err) { out.textContent = err.message || String(err); }
+    finally { button.disabled = false; }
+  });
+  return h('span', { class: 'action' }, button, out);
+}
+
+/** columns: [{label, render: row => node|text, class}] */
+export function table(columns, rows, { caption, empty = 'Nothing here yet.' } = {}) {
+  if (!rows || !rows.length) return h('p', { class: 'empty' }, empty);
+  return h('div', { class: 'table-wrap' }, h('table', {},
+    caption ? h('caption', { class: 'sr-only' }, caption) : null,
+    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: c.class }, c.label)))),
+    h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((c) => h('td', { class: c.class }, c.render(row))))))));
+}
+
+/** Server-side paging: pagination = {page, total_pages, total}; go(page). */
+export function pager(pagination, go) {
+  if (!pagination || pagination.total_pages <= 1) {
+    return pagination ? h('p', { class: 'pager-total' }, `${pagination.total} in all`) : null;
+  }
+  const { page, total_pages: pages, total } = pagination;
+  return h('nav', { class: 'pager', 'aria-label': 'Pages' },
+    h('button', { type: 'button', disabled: page <= 1, onclick: () => go(page - 1) }, '← Previous'),
+    h('span', {}, `Page ${page} of ${pages} (${total} in all)`),
+    h('button', { type: 'button', disabled: page >= pages, onclick: () => go(page + 1) }, 'Next →'));
+}
+
+export function copyButton(text, label = 'Copy') {
+  const button = h('button', { type: 'button', class: 'copy', 'aria-label': `${label}` }, 'Copy');
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = 'Copied';
+    } catch {
+      // No clipboard permission (plain http on another host): select the text instead.
+      const code = button.previousElementSibling;
+      if (code) window.getSelection().selectAllChildren(code);
+      button.textContent = 'Selected: press Ctrl+C';
+    }
+    setTimeout(() => { button.textContent = 'Copy'; }, 2000);
+  });
+  return button;
+}
+
+export function copyable(text, label) {
+  return h('span', { class: 'copyable' }, h('code', {}, text), copyButton(text, label));
+}
+
+/** A secret shown once, with a copy button and the warning that it will not be shown again. */
+export function shownOnce(title, secret) {
+  return h('div', { class: 'notice success once', role: 'status' },
+    h('p', {}, h('strong', {}, title), ' — copy it now: it is shown only once.'),
+    copyable(secret, `Copy ${title}`));
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function s(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children.flat()) if (c) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+/**
+ * A stacked bar chart. buckets: [{start, ...counts}], series: [{key, label, class}].
+ * Drawn as SVG with a text summary for screen readers.
+ */
+export function barChart(buckets, series, { title, height = 180, labelEvery } = {}) {
+  const width = 720;
+  const pad = { l: 36, r: 8, t: 10, b: 28 };
+  const totals = buckets.map((b) => series.reduce((n, x) => n + (b[x.key] || 0), 0));
+  // An axis top whose half is a whole number: counts are integers.
+  const peak = Math.max(0, ...totals);
+  const max = peak <= 2 ? 2 : Math.ceil(peak / 4) * 4;
+  const innerW = width - pad.l - pad.r;
+  const innerH = height - pad.t - pad.b;
+  const step = innerW / Math.max(1, buckets.length);
+  const barW = Math.max(1, step * 0.75);
+  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img',
+    'aria-label': title || 'chart' });
+  if (title) svg.append(s('title', {}, title));
+  for (const frac of [0, 0.5, 1]) {
+    const y = pad.t + innerH - innerH * frac;
+    svg.append(s('line', { x1: pad.l, x2: width - pad.r, y1: y, y2: y, class: 'grid' }));
+    svg.append(s('text', { x: pad.l - 4, y: y + 4, class: 'axis', 'text-anchor': 'end' }, String(Math.round(max * frac))));
+  }
+  const every = labelEvery || Math.max(1, Math.ceil(buckets.length / 8));
+  buckets.forEach((b, i) => {
+    const x = pad.l + i * step + (step - barW) / 2;
+    let y = pad.t + innerH;
+    for (const x2 of series) {
+      const n = b[x2.key] || 0;
+      if (!n) continue;
+      const hgt = (n / max) * innerH;
+      y -= hgt;
+      svg.append(s('rect', { x, y, width: barW, height: hgt, class: `bar ${x2.class || x2.key}` },
+        s('title', {}, `${new Date(b.start).toLocaleString()}: ${n} ${x2.label}`)));
+    }
+    if (i % every === 0) {
+      const d = new Date(b.start);
+      const text = buckets.length > 48 || (buckets[1] && new Date(buckets[1].start) - d >= 86400000)
+        ? d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })
+        : d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+      svg.append(s('text', { x: x + barW / 2, y: height - 8, class: 'axis', 'text-anchor': 'middle' }, text));
+    }
+  });
+  const legend = h('ul', { class: 'legend' }, series.map((x) =>
+    h('li', {}, h('span', { class: `swatch ${x.class || x.key}`, 'aria-hidden': 'true' }), x.label)));
+  return h('figure', { class: 'chart-figure' }, svg, legend);
+}
+
+/** Tabs made of links (each tab is its own URL). */
+export function tabs(items, current) {
+  return h('nav', { class: 'tabs', 'aria-label': 'Sections' }, items.map(([href, label]) =>
+    h('a', { href, 'aria-current': href === current ? 'page' : null }, label)));
+}
