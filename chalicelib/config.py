@@ -158,6 +158,9 @@ KEYS: tuple[Key, ...] = (
     _env("SMTP_AUTH_FAILURE_DELAY_SECONDS", 0.5, float,
          "Delay added per counted failure before answering a failed AUTH (slows guessing)."),
     _env("SMTP_MAX_RECIPIENTS", 100, int, "Recipients accepted per SMTP transaction."),
+    _env("SMTP_ROUTE_CACHE_SECONDS", 5.0, float,
+         "How long the gateway reuses the inbound route it found for a recipient address; a "
+         "route's change or removal reaches the gateway within this time. 0: look up every RCPT."),
     _env("INBOUND_MAX_ATTEMPTS", 10, int, "Delivery attempts of an inbound message to its endpoint."),
     _env("INBOUND_TIMEOUT_SECONDS", 30.0, float, "Per-attempt timeout of an endpoint delivery."),
     _env("HOST", "127.0.0.1", str, "Address the local stack listens on."),
@@ -285,6 +288,7 @@ class Settings(BaseModel):
     smtp_auth_failure_window_seconds: float
     smtp_auth_failure_delay_seconds: float
     smtp_max_recipients: int
+    smtp_route_cache_seconds: float
     inbound_max_attempts: int
     inbound_timeout_seconds: float
     host: str

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from chalicelib import clock, errors, observability, queues
 from chalicelib.config import get_settings
 from chalicelib.db import after_commit, session_scope
 from chalicelib.db.models import Delivery, Message, Route, Submission
-from chalicelib.services import claims
+from chalicelib.services import claims, submission_store
 from chalicelib.services.routes import RouteMatch
 
 if TYPE_CHECKING:
@@ -44,57 +45,77 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def _subject(raw: bytes) -> str | None:
-    from email import policy
-    from email.parser import BytesParser
+@dataclass
+class Received:
+    """One mail the gateway accepted for routes: its headers read before the transaction."""
 
-    try:
-        value = BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)["Subject"]
-        return str(value)[:998] if value is not None else None
-    except Exception:  # noqa: BLE001  (a broken header must not lose the mail)
-        return None
+    mail_from: str
+    matches: list[RouteMatch]
+    raw: bytes
+    subject: str | None = None
+    message_id: str | None = None
+
+    def read_headers(self) -> None:
+        """Subject (RFC 2047 decoded) and Message-ID; a broken header must not lose the mail."""
+        from email import policy
+        from email.parser import BytesParser
+
+        # Only the header section goes to the parser (it would still split the whole body
+        # into lines with headersonly): everything up to the first empty line (RFC 5322 2.1).
+        end = self.raw.find(b"\r\n\r\n")
+        head = self.raw if end < 0 else self.raw[:end + 4]
+        try:
+            headers = BytesParser(policy=policy.default).parsebytes(head, headersonly=True)
+            subject, message_id = headers["Subject"], headers["Message-ID"]
+        except Exception:  # noqa: BLE001
+            return
+        self.subject = str(subject)[:998] if subject is not None else None
+        if message_id is not None:
+            self.message_id = str(message_id).strip()[:255] or None
 
 
-def _message_id(raw: bytes) -> str | None:
-    from email import policy
-    from email.parser import BytesParser
-
-    try:
-        value = BytesParser(policy=policy.compat32).parsebytes(raw, headersonly=True)["Message-ID"]
-        return str(value).strip()[:255] if value else None
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def receive(db: Session, *, mail_from: str, matches: list[RouteMatch], raw: bytes) -> list[Message]:
+def receive(db: Session, *, mail_from: str, matches: list[RouteMatch], raw: bytes) -> list[int]:
     """Store one received mail for every matched recipient (raw stored once per server)."""
-    subject, message_id = _subject(raw), _message_id(raw)
-    submissions: dict[int, Submission] = {}
-    created = []
+    mail = Received(mail_from, matches, raw)
+    mail.read_headers()
+    return receive_many(db, [mail])
+
+
+def receive_many(db: Session, mails: list[Received]) -> list[int]:
+    """Store received mails (headers read): per server, one submission row per mail holding its
+    raw source and one message row per matched recipient, written together with their
+    counters (submission_store: one statement on PostgreSQL). Returns the message ids."""
     now = clock.now()
-    for match in matches:
-        submission = submissions.get(match.server_id)
-        if submission is None:
-            submission = submissions[match.server_id] = Submission(
-                server_id=match.server_id, message_id_header=message_id, size=len(raw), raw=raw)
-            db.add(submission)
-            db.flush()
-        status = _INITIAL_STATUS[match.mode]
-        message = Message(server_id=match.server_id, submission_id=submission.id,
-                          token=new_token(), scope="incoming", bounce=False,
-                          rcpt_to=match.address[:255], mail_from=(mail_from or "")[:255],
-                          subject=subject, message_id_header=message_id, size=len(raw),
-                          route_id=match.route_id, status=status, held=status == "Held",
-                          next_attempt_at=now if status == "Queued" else None)
-        if status == "Bounced":
-            message.status_details = "refused to the sender by the route (mode bounce)"
-        db.add(message)
-        created.append(message)
-    db.flush()
-    for message in created:
-        if message.status == "Queued":
-            queues.enqueue_after_commit(db, QUEUE, message.id)
-    return created
+    by_server: dict[int, tuple[list, list, list]] = {}
+    for mail in mails:
+        for server_id in dict.fromkeys(m.server_id for m in mail.matches):
+            sub_rows, rows, owner = by_server.setdefault(server_id, ([], [], []))
+            sub_rows.append(dict(server_id=server_id, message_id_header=mail.message_id,
+                                 size=len(mail.raw), raw=mail.raw, created_at=now))
+            for match in mail.matches:
+                if match.server_id == server_id:
+                    owner.append(len(sub_rows) - 1)
+                    rows.append(_message_row(mail, match, now))
+    ids = []
+    for server_id, (sub_rows, rows, owner) in by_server.items():
+        _, message_ids = submission_store.store(db, server_id, now, sub_rows, rows, owner)
+        ids.extend(message_ids)
+        for message_id, row in zip(message_ids, rows):
+            if row["status"] == "Queued":
+                queues.enqueue_after_commit(db, QUEUE, message_id)
+    return ids
+
+
+def _message_row(mail: Received, match: RouteMatch, now) -> dict:
+    status = _INITIAL_STATUS[match.mode]
+    return dict(server_id=match.server_id, token=new_token(), scope="incoming", bounce=False,
+                rcpt_to=match.address[:255], mail_from=(mail.mail_from or "")[:255],
+                subject=mail.subject, message_id_header=mail.message_id, size=len(mail.raw),
+                route_id=match.route_id, status=status, held=status == "Held",
+                status_details="refused to the sender by the route (mode bounce)"
+                if status == "Bounced" else None,
+                next_attempt_at=now if status == "Queued" else None,
+                created_at=now, updated_at=now)
 
 
 def find(db: Session, server_id: int, message_id: int) -> Message:

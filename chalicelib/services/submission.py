@@ -20,13 +20,13 @@ from typing import Any
 
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
-from sqlalchemy import and_, bindparam, insert, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, observability, queues
-from chalicelib.db import after_commit, counters
+from chalicelib.db import after_commit
 from chalicelib.config import get_settings
-from chalicelib.db.models import Domain, Message, Server, Stream, Submission, Suppression
+from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
 from chalicelib.services import domains, events, mime, send_limits, submission_store, \
     suppressions, tracking
 
@@ -388,13 +388,6 @@ def new_token() -> str:
     return secrets.token_hex(12)
 
 
-# Built once: SQLAlchemy then reuses their memoised cache key and compiled form.
-_INSERT_SUBMISSIONS = insert(Submission.__table__).returning(
-    Submission.__table__.c.id, sort_by_parameter_order=True)
-_INSERT_MESSAGES = insert(Message.__table__).returning(
-    Message.__table__.c.id, sort_by_parameter_order=True)
-
-
 def store(db: Session, server: Server, prepared: list[Prepared], *,
           source: str) -> list[dict | errors.ServiceError]:
     """Write submissions and per-recipient messages in bulk; returns one SendResult each (or
@@ -456,16 +449,7 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
                      for index in range(len(prepared))]
     if not rows:
         return results
-    if len(rows) <= submission_store.MAX_ROWS and db.get_bind().dialect.name == "postgresql":
-        sub_ids, ids = submission_store.write(db, server.id, now, sub_rows, rows, owner)
-    else:
-        # Core inserts on the tables: the ORM's bulk-insert layer costs more Python per
-        # statement than the statement's round trip on a busy host.
-        sub_ids = list(db.scalars(_INSERT_SUBMISSIONS, sub_rows))
-        for row, index in zip(rows, owner):
-            row["submission_id"] = sub_ids[index]
-        ids = list(db.scalars(_INSERT_MESSAGES, rows))
-        counters.count_inserted_messages(db, rows)  # no flush saw these rows
+    sub_ids, ids = submission_store.store(db, server.id, now, sub_rows, rows, owner)
     held_rows = {i: row for i, row in zip(ids, rows) if row["held"]}
     if held_rows:
         for message in db.scalars(select(Message).where(Message.id.in_(list(held_rows)))

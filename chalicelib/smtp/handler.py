@@ -32,6 +32,7 @@ from chalicelib.services import bounces, complaints, inbound, mime, routes, unsu
 from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
+from chalicelib.smtp.recipients import RouteCache
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class GatewayHandler:
         self.executor = executor
         self.limiter = limiter
         self.committer = committer
+        self.routes = RouteCache()
 
     async def _run(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
@@ -157,13 +159,18 @@ class GatewayHandler:
         if len(envelope.rcpt_tos) >= get_settings().smtp_max_recipients:
             return "452 4.5.3 Too many recipients"
         if getattr(envelope, "identity", None) is None:
-            try:
-                reply, target = await self._run(self._resolve, address)
-            except Exception:  # noqa: BLE001
-                log.exception("route lookup failed")
-                return TEMPORARY
+            seconds = get_settings().smtp_route_cache_seconds
+            target = self.routes.get(address, seconds)
             if target is None:
-                return reply
+                try:
+                    reply, target = await self._run(self._resolve, address)
+                except Exception:  # noqa: BLE001
+                    log.exception("route lookup failed")
+                    return TEMPORARY
+                if target is None:
+                    return reply
+                if isinstance(target, routes.RouteMatch):
+                    self.routes.put(address, target, seconds)
             envelope.targets[address] = target
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(rcpt_options)
@@ -212,6 +219,8 @@ class GatewayHandler:
             return self._refusal(exc)
         except Exception:  # noqa: BLE001  (never lose the client without an answer)
             log.exception("DATA handling failed")
+            if identity is None:  # a cached route may be gone: look it up again next time
+                self.routes.forget(envelope.rcpt_tos)
             return TEMPORARY
 
     @staticmethod
@@ -242,8 +251,10 @@ class GatewayHandler:
 
     @staticmethod
     def _receive_unit(mail_from: str, rcpt_tos: list[str], targets: dict, raw: bytes):
-        raw = mime.normalize_line_endings(raw)
         matches = [targets[r] for r in rcpt_tos if isinstance(targets.get(r), routes.RouteMatch)]
+        if matches and len(matches) == len(rcpt_tos):
+            return InboundUnit(inbound.Received(mail_from, matches, raw))
+        raw = mime.normalize_line_endings(raw)
 
         def unit(db) -> str:
             for rcpt in rcpt_tos:
@@ -290,3 +301,28 @@ class SubmitUnit(GroupUnit):
                                                 source="smtp")
         return [r if isinstance(r, Exception) else f"250 2.0.0 OK queued as {r['message_id']}"
                 for r in results]
+
+
+class InboundUnit(GroupUnit):
+    """Mail whose every recipient is an inbound route's address: headers read before the
+    transaction, then every such mail of the batch stored together (inbound.receive_many:
+    per server, one statement on PostgreSQL). Mail also addressed to a return path, an
+    unsubscribe or a feedback address goes through the plain unit instead."""
+
+    group = "inbound"
+
+    def __init__(self, mail: inbound.Received):
+        self.mail = mail
+        self.ready = False
+
+    def prepare(self) -> None:
+        if not self.ready:
+            self.mail.raw = mime.normalize_line_endings(self.mail.raw)
+            self.mail.read_headers()
+            self.ready = True
+
+    @classmethod
+    def run_group(cls, db, units: list["InboundUnit"]) -> list[object]:
+        inbound.receive_many(db, [u.mail for u in units])
+        return [BOUNCED if all(m.mode == "bounce" for m in u.mail.matches) else "250 2.0.0 OK"
+                for u in units]

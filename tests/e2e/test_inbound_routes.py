@@ -201,3 +201,49 @@ def test_modes_reject_bounce_accept_and_wildcard(stack, api, tenant):
                       params={"status": "Weird"}), 422, "ValidationError")
     Api.error(api.get("/api/v2/server/inbound/99999999", server_key=tenant.api_key),
               404, "NotFound")
+
+
+def test_gateway_reuses_a_found_route_for_its_cache_time_only(stack, api, tenant, monkeypatch):
+    """A found route is reused for SMTP_ROUTE_CACHE_SECONDS (no lookup per RCPT); a refusal
+    is never kept, and with 0 every RCPT is looked up again."""
+    rcpt = f"cached@{tenant.domain}"
+    with plain_client(stack.smtp_port) as client:
+        client.mail("gina@sender.example")
+        assert client.rcpt(rcpt)[0] == 530  # no route yet, and the refusal is not kept
+        client.rset()
+        route = make_route(api, tenant, "cached", mode="accept")
+        monkeypatch.setenv("SMTP_ROUTE_CACHE_SECONDS", "3600")
+        client.sendmail("gina@sender.example", [rcpt], simple_mail("gina@sender.example", rcpt))
+        client.sendmail("gina@sender.example", [rcpt.upper()],
+                        simple_mail("gina@sender.example", rcpt, "Second"))
+        Api.data(api.delete(f"{tenant.server_path}/routes/{route['id']}"))
+        # Within the cache time the gateway still finds the removed route, cannot store the
+        # mail (its route row is gone) and answers 451, then forgets the address...
+        with pytest.raises(smtplib.SMTPDataError) as later:
+            client.sendmail("gina@sender.example", [rcpt],
+                            simple_mail("gina@sender.example", rcpt, "Third"))
+        assert later.value.smtp_code == 451
+        # ...so the sender's retry is refused at RCPT.
+        client.mail("gina@sender.example")
+        assert client.rcpt(rcpt)[0] == 530
+        client.rset()
+        # With the cache off every RCPT is looked up: a route created now works at once.
+        monkeypatch.setenv("SMTP_ROUTE_CACHE_SECONDS", "0")
+        make_route(api, tenant, "cached", mode="reject")
+        client.mail("gina@sender.example")
+        assert client.rcpt(rcpt)[0] == 550
+    messages = inbound(api, tenant)["messages"]
+    assert sorted(m["rcpt_to"] for m in messages) == [rcpt.upper(), rcpt]
+
+
+def test_inbound_subject_and_message_id_of_mail_without_a_body(stack, api, tenant):
+    make_route(api, tenant, "headers", mode="accept")
+    rcpt = f"headers@{tenant.domain}"
+    raw = (f"From: hal@sender.example\r\nTo: {rcpt}\r\n"
+           "Subject: =?utf-8?q?Caf=C3=A9?= and\r\n more\r\nMessage-ID: <only.headers@sender>\r\n")
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("hal@sender.example", [rcpt], raw.encode())
+    message = inbound(api, tenant)["messages"][0]
+    assert message["subject"] == "Café and more"
+    shown = inbound(api, tenant, f"/{message['id']}")["message"]
+    assert shown.get("message_id_header", "<only.headers@sender>") == "<only.headers@sender>"
