@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.db import session_scope
 from chalicelib.db.models import Credential, Server
 from chalicelib.services import credentials
+from chalicelib.smtp.ratelimit import AuthFailureLimiter
 from chalicelib.services.tokens import hash_secret
 
 # Replies (RFC 4954 / 3463 enhanced codes).
@@ -40,20 +42,34 @@ class AuthOutcome:
     counts_as_failure: bool = False
 
 
-def check_key(password: str) -> AuthOutcome:
+def authenticate(limiter: AuthFailureLimiter, client: str, password: str) -> AuthOutcome:
+    """AUTH in one transaction (one hand-off to the pool, no extra round trips when all is
+    well): refused outright past the client's failure limit; a success clears the client's
+    failures when it has any. A failure is counted by the caller (limiter.record_failure),
+    which also slows the answer."""
     with session_scope() as db:
-        try:
-            credential = credentials.authenticate_key(db, password, "SMTP")
-        except errors.Unauthorized:
-            held = db.scalar(select(Credential.id).where(
-                Credential.key_hash == hash_secret(password), Credential.type == "SMTP",
-                Credential.hold.is_(True))) if password else None
-            if held:
-                return AuthOutcome(None, HELD)
-            return AuthOutcome(None, INVALID, counts_as_failure=True)
-        if credential.server.suspended:
-            return AuthOutcome(None, SUSPENDED)
-        return AuthOutcome(Identity(credential.server_id, credential.id, "SMTP"), None)
+        failures = limiter.failures(db, client)
+        if failures >= limiter.max_failures:
+            return AuthOutcome(None, TOO_MANY)
+        outcome = _check_key(db, password)
+        if outcome.identity is not None and failures:
+            limiter.clear(db, client)
+        return outcome
+
+
+def _check_key(db: Session, password: str) -> AuthOutcome:
+    try:
+        credential = credentials.authenticate_key(db, password, "SMTP")
+    except errors.Unauthorized:
+        held = db.scalar(select(Credential.id).where(
+            Credential.key_hash == hash_secret(password), Credential.type == "SMTP",
+            Credential.hold.is_(True))) if password else None
+        if held:
+            return AuthOutcome(None, HELD)
+        return AuthOutcome(None, INVALID, counts_as_failure=True)
+    if credential.server.suspended:
+        return AuthOutcome(None, SUSPENDED)
+    return AuthOutcome(Identity(credential.server_id, credential.id, "SMTP"), None)
 
 
 def check_ip(address: str | None) -> Identity | None:

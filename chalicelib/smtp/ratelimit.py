@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import case, delete, select
+from sqlalchemy.orm import Session
 
 from chalicelib import clock
 from chalicelib.db import session_scope
@@ -29,12 +30,15 @@ class AuthFailureLimiter:
     def _window_start(self) -> datetime:
         return clock.now() - self.window
 
+    def failures(self, db: Session, address: str) -> int:
+        """Failures of ``address`` counted in the current window."""
+        return db.scalar(select(SmtpAuthFailure.failures).where(
+            SmtpAuthFailure.address == address,
+            SmtpAuthFailure.window_started_at >= self._window_start())) or 0
+
     def blocked(self, address: str) -> bool:
         with session_scope() as db:
-            failures = db.scalar(select(SmtpAuthFailure.failures).where(
-                SmtpAuthFailure.address == address,
-                SmtpAuthFailure.window_started_at >= self._window_start()))
-        return (failures or 0) >= self.max_failures
+            return self.failures(db, address) >= self.max_failures
 
     def record_failure(self, address: str) -> float:
         """Count a failure (one atomic upsert: concurrent failures from several tasks all
@@ -54,4 +58,8 @@ class AuthFailureLimiter:
 
     def record_success(self, address: str) -> None:
         with session_scope() as db:
-            db.execute(delete(SmtpAuthFailure).where(SmtpAuthFailure.address == address))
+            self.clear(db, address)
+
+    @staticmethod
+    def clear(db: Session, address: str) -> None:
+        db.execute(delete(SmtpAuthFailure).where(SmtpAuthFailure.address == address))
