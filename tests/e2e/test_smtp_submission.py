@@ -120,21 +120,3 @@ def test_originator_headers_cannot_be_set_over_http(api, tenant, header):
         server_key=tenant.api_key)
     assert Api.error(resp, 422, "ValidationError")["field"] == f"headers.{header}"
 
-
-def test_a_large_submission_is_parsed_off_the_event_loop_and_delivered_whole(stack, api, tenant,
-                                                                              mx):
-    """Past INLINE_PARSE_BYTES the gateway parses in its thread pool; the mail is the same."""
-    from chalicelib.smtp.handler import INLINE_PARSE_BYTES
-
-    to = f"{unique('big')}@recipient.example"
-    line = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz\r\n"
-    body = line * (INLINE_PARSE_BYTES // len(line) + 100)
-    raw = (f"From: app@{tenant.domain}\r\nTo: {to}\r\nSubject: {unique('large')}\r\n"
-           f"Date: {formatdate()}\r\nMIME-Version: 1.0\r\n"
-           "Content-Type: text/plain; charset=us-ascii\r\n\r\n" + body)
-    assert len(raw) > INLINE_PARSE_BYTES
-    with starttls_client(stack.smtp_port) as client:
-        client.login("x", tenant.smtp_key)
-        assert client.sendmail(f"app@{tenant.domain}", [to], raw.encode()) == {}
-    [received] = wait_for(lambda: mx.received_for(to), 20, message=f"mail to {to}")
-    assert body.encode() in received.data
