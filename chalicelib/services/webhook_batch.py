@@ -2,8 +2,9 @@
 together around the single-row steps of ``webhook_delivery``.
 
 On PostgreSQL the batch's rows are claimed with ONE ``SELECT ... FOR UPDATE SKIP LOCKED``
-and every attempt's outcome (row deleted or rescheduled, log row) is written in that same
-transaction: one commit for the batch, where each row alone costs one. The POSTs go out one
+and the attempts' outcomes (rows deleted or rescheduled, log rows) are written together at
+the end of that same transaction (``_Writes``): one commit and a few statements for the
+batch, where each row alone costs one commit and a statement. The POSTs go out one
 after another over the worker's keep-alive session per receiver (``_http_session``). A
 crashed worker's row locks die with its connection and nothing of the batch is recorded, so
 every row is due again (a receiver may then see a request twice, with the same
@@ -26,13 +27,13 @@ import logging
 import time
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, insert, select, update
 
 from chalicelib import clock, queues
 from chalicelib.config import get_settings
 from chalicelib.db import get_engine
 from chalicelib.services import webhook_delivery as single
-from chalicelib.services.webhook_delivery import _HOOK, _HOOK_COLUMNS, _JOB_COLUMNS, _REQ
+from chalicelib.services.webhook_delivery import _HOOK, _HOOK_COLUMNS, _JOB_COLUMNS, _LOG, _REQ
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,10 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
     started = time.perf_counter()
     failed: dict[tuple, object] = {}   # (webhook, message) -> its next attempt time
     last_used: dict[int, object] = {}  # webhook -> last_used_at as this batch left it
+    writes = _Writes()
     for index, row in enumerate(rows):
         if index and time.perf_counter() - started > BATCH_SECONDS:
+            writes.flush(conn)
             return [r.id for r in rows[index:]]
         key = (row.webhook_id, row.message_id)
         if row.message_id is not None and key in failed:
@@ -91,7 +94,7 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
                           row.attempts + 1, row.url, row.sign, row.headers_encrypted,
                           last_used.get(row.webhook_id, row.last_used_at))
         outcome = single._attempt_job(job, settings)
-        result, delay = single._record(conn, row.id, "", job, outcome, True, settings)
+        result, delay = writes.add(row.id, job, outcome, settings)
         results[row.id] = result
         if outcome.success:
             last_used[row.webhook_id] = clock.now() if _stale(job, now) else job.last_used_at
@@ -101,7 +104,45 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
             if delay is not None:
                 wakeups.append((row.id, delay))
                 failed[key] = clock.now() + timedelta(seconds=delay)
+    writes.flush(conn)
     return []
+
+
+class _Writes:
+    """The outcomes of a batch's attempts, written together before its commit: one DELETE
+    for the delivered and dropped rows, one multi-row INSERT for the log, an UPDATE per retry
+    and per webhook whose last_used_at moves, instead of a statement (a round trip) per row.
+    We hold every row's lock, so each change is ours to make."""
+
+    def __init__(self) -> None:
+        self.deleted: list[int] = []
+        self.retried: list[tuple[int, dict]] = []
+        self.logs: list[dict] = []
+        self.touched: dict[int, object] = {}
+
+    def add(self, row_id: int, job, outcome, settings) -> tuple[str, float | None]:
+        now = clock.now()
+        entry = single.log_entry(job, outcome, now)
+        result, delay, row_values = single.locked_outcome(job, outcome, entry, now, settings)
+        if row_values is None:
+            self.deleted.append(row_id)
+        else:
+            self.retried.append((row_id, row_values))
+        self.logs.append(entry)
+        if single.touches_hook(job, outcome, now):
+            self.touched[job.webhook_id] = now
+        return result, delay
+
+    def flush(self, conn) -> None:
+        if self.deleted:
+            conn.execute(delete(_REQ).where(_REQ.c.id.in_(self.deleted)))
+        for row_id, values in self.retried:
+            conn.execute(update(_REQ).where(_REQ.c.id == row_id).values(**values))
+        if self.logs:
+            conn.execute(insert(_LOG).values(self.logs))
+        for webhook_id, at in self.touched.items():
+            conn.execute(update(_HOOK).where(_HOOK.c.id == webhook_id).values(last_used_at=at))
+        self.__init__()
 
 
 def _stale(job, now) -> bool:

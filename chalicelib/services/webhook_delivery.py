@@ -285,17 +285,22 @@ def _decrypt_headers(token: str | None) -> dict[str, str]:
     return json.loads(keys.secret_box().decrypt_text(token))
 
 
+def log_entry(job: _Job, outcome: Outcome, now) -> dict:
+    """The attempt's row in the webhook log (will_retry set by the outcome's handling)."""
+    return {"server_id": job.server_id, "webhook_id": job.webhook_id, "event": job.event,
+            "uuid": job.uuid, "url": job.url, "attempt": job.attempt,
+            "status_code": outcome.status_code, "success": outcome.success,
+            "response_body": outcome.response_body, "error": outcome.error,
+            "duration_ms": outcome.duration_ms, "will_retry": False, "next_attempt_at": None,
+            "created_at": now, "payload": json.loads(job.body)}
+
+
 def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_locks: bool,
             settings: Settings):
     """Delete or reschedule the row (only while the claim is still ours) and log the attempt.
     Returns (result, delay of the next wake-up or None)."""
     now = clock.now()
-    entry = {"server_id": job.server_id, "webhook_id": job.webhook_id, "event": job.event,
-             "uuid": job.uuid, "url": job.url, "attempt": job.attempt,
-             "status_code": outcome.status_code, "success": outcome.success,
-             "response_body": outcome.response_body, "error": outcome.error,
-             "duration_ms": outcome.duration_ms, "will_retry": False, "next_attempt_at": None,
-             "created_at": now, "payload": json.loads(job.body)}
+    entry = log_entry(job, outcome, now)
     if row_locks:
         return _record_locked(conn, row_id, job, outcome, entry, now, settings)
     ours = (_REQ.c.id == row_id, _REQ.c.locked_by == worker)
@@ -332,19 +337,29 @@ def _record_locked(conn, row_id: int, job: _Job, outcome: Outcome, entry: dict, 
                    settings: Settings):
     """PostgreSQL: we hold the row lock, so the row is ours; the row change and the log row
     go in one statement (a data-modifying CTE)."""
-    if outcome.success or job.attempt >= MAX_ATTEMPTS:
-        change = delete(_REQ).where(_REQ.c.id == row_id)
-        result, delay = ("delivered" if outcome.success else "dropped"), None
-    else:
-        delay = retry_delay_seconds(job.attempt, settings)
-        next_at = now + timedelta(seconds=delay)
-        change = update(_REQ).where(_REQ.c.id == row_id).values(
-            attempts=job.attempt, next_attempt_at=next_at, locked_by=None, locked_at=None,
-            woken_at=None)  # the sweeper's wake-up, if any, is consumed
-        result = "retry"
-        entry.update(will_retry=True, next_attempt_at=next_at)
+    result, delay, row_values = locked_outcome(job, outcome, entry, now, settings)
+    change = delete(_REQ).where(_REQ.c.id == row_id) if row_values is None else \
+        update(_REQ).where(_REQ.c.id == row_id).values(**row_values)
     conn.execute(insert(_LOG).values(**entry).add_cte(change.cte("change")))
-    if outcome.success and (job.last_used_at is None
-                            or now - job.last_used_at > LAST_USED_RESOLUTION):
+    if touches_hook(job, outcome, now):
         conn.execute(update(_HOOK).where(_HOOK.c.id == job.webhook_id).values(last_used_at=now))
     return result, delay
+
+
+def locked_outcome(job: _Job, outcome: Outcome, entry: dict, now, settings: Settings):
+    """What an attempt on a row we hold makes of it: (result, delay of the next wake-up or
+    None, the row's new values, or None when it is to be deleted); completes ``entry``."""
+    if outcome.success or job.attempt >= MAX_ATTEMPTS:
+        return ("delivered" if outcome.success else "dropped"), None, None
+    delay = retry_delay_seconds(job.attempt, settings)
+    next_at = now + timedelta(seconds=delay)
+    entry.update(will_retry=True, next_attempt_at=next_at)
+    # The sweeper's wake-up, if any, is consumed.
+    return "retry", delay, {"attempts": job.attempt, "next_attempt_at": next_at,
+                            "locked_by": None, "locked_at": None, "woken_at": None}
+
+
+def touches_hook(job: _Job, outcome: Outcome, now) -> bool:
+    """Whether a success updates the webhook's last_used_at (LAST_USED_RESOLUTION)."""
+    return outcome.success and (job.last_used_at is None
+                                or now - job.last_used_at > LAST_USED_RESOLUTION)
