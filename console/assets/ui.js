@@ -260,6 +260,8 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
     svg.append(s('text', { x: pad.l - 4, y: y + 4, class: 'axis', 'text-anchor': 'end' }, String(Math.round(max * frac))));
   }
   const every = labelEvery || Math.max(1, Math.ceil(buckets.length / 8));
+  // Day buckets are UTC days (/stats/deliveries): labelled as such, not shifted into a zone.
+  const days = buckets.length > 1 && new Date(buckets[1].start) - new Date(buckets[0].start) >= 86400000;
   buckets.forEach((b, i) => {
     const x = pad.l + i * step + (step - barW) / 2;
     let y = pad.t + innerH;
@@ -269,18 +271,20 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
       const hgt = (n / max) * innerH;
       y -= hgt;
       svg.append(s('rect', { x, y, width: barW, height: hgt, class: `bar ${x2.class || x2.key}` },
-        s('title', {}, `${when(b.start)}: ${n} ${x2.label}`)));
+        s('title', {}, `${days ? `${new Date(b.start).toLocaleDateString(undefined, { dateStyle: 'medium', timeZone: 'UTC' })} (UTC)` : when(b.start)}: ${n} ${x2.label}`)));
     }
     if (i % every === 0) {
       const d = new Date(b.start);
-      const text = buckets.length > 48 || (buckets[1] && new Date(buckets[1].start) - d >= 86400000)
-        ? d.toLocaleDateString(undefined, zoned({ month: 'short', day: 'numeric' }))
-        : d.toLocaleTimeString(undefined, zoned({ hour: '2-digit', minute: '2-digit' }));
+      let text;
+      if (days) text = d.toLocaleDateString(undefined, { month: 'short', day: 'numeric', timeZone: 'UTC' });
+      else if (buckets.length > 48) text = d.toLocaleDateString(undefined, zoned({ month: 'short', day: 'numeric' }));
+      else text = d.toLocaleTimeString(undefined, zoned({ hour: '2-digit', minute: '2-digit' }));
       svg.append(s('text', { x: x + barW / 2, y: height - 8, class: 'axis', 'text-anchor': 'middle' }, text));
     }
   });
   const legend = h('ul', { class: 'legend' }, series.map((x) =>
-    h('li', {}, h('span', { class: `swatch ${x.class || x.key}`, 'aria-hidden': 'true' }), x.label)));
+    h('li', {}, h('span', { class: `swatch ${x.class || x.key}`, 'aria-hidden': 'true' }), x.label)),
+    days ? h('li', { class: 'note' }, 'One bar per UTC day.') : null);
   return h('figure', { class: 'chart-figure' }, svg, legend);
 }
 

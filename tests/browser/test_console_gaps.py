@@ -229,6 +229,17 @@ def test_server_pages_show_dates_in_the_organizations_time_zone(console, api, st
     assert f"{hour}:{local:%M}:{local:%S}" in cell, (cell, local)
     assert "Times in Asia/Kolkata" in page.locator("#side").inner_text()
     console.shot("gaps-messages-zoned")
+    # The chart's hour buckets are labelled in Kolkata time (UTC hours start at :30 there);
+    # day buckets are UTC days and say so.
+    server_page = f"/orgs/{org['permalink']}/servers/{srv['permalink']}"
+    page = console.open(server_page)
+    labels = page.locator("svg.chart text.axis[text-anchor='middle']")
+    labels.first.wait_for()
+    assert all(t.endswith((":30", ":30 AM", ":30 PM")) for t in labels.all_text_contents()), \
+        labels.all_text_contents()
+    page = console.open(server_page + "?range=7d")
+    page.get_by_text("One bar per UTC day.").wait_for()
+    console.shot("gaps-overview-zoned-7d")
     # An account-level page keeps the browser's zone and says nothing about one.
     page = console.open("/account")
     page.get_by_role("heading", name="Your account", level=1).wait_for()
