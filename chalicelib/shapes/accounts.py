@@ -217,11 +217,25 @@ class AuthorizationUrl(TypedDict):
 
 
 @record
+class SmtpSubmission(TypedDict):
+    """Where mail clients submit over SMTP (the gateway's configured listeners)."""
+
+    host: Annotated[str, Field(description="SMTP_HOSTNAME: the host name to connect to.")]
+    starttls_ports: Annotated[list[int], Field(
+        description="Plain listeners offering STARTTLS: SMTP_PORT, then SMTP_SUBMISSION_PORTS.")]
+    tls_port: Annotated[int | None, Field(
+        description="SMTP_TLS_PORT, the implicit-TLS listener; null when it is off.")]
+    auth_requires_tls: Annotated[bool, Field(
+        description="AUTH is offered only after STARTTLS or on the TLS port.")]
+
+
+@record
 class SignInOptions(TypedDict):
-    """What the sign-in page may offer on this installation."""
+    """What the sign-in page may offer on this installation, and where SMTP clients connect."""
 
     registration: bool
     sso: bool
     organization_creation: bool
     minimum_password_length: int
     first_run: bool
+    smtp: SmtpSubmission

@@ -1,7 +1,7 @@
 // The console's entry: a history router over page modules (loaded on demand), the shell
 // (top bar, section navigation), the signed-in user and what their role allows.
 import { ApiError, get, onUnauthorized, post, session } from './api.js';
-import { clear, h, notice } from './ui.js';
+import { clear, h, notice, setTimeZone, timeZone } from './ui.js';
 import { serverRoutes, serverNav } from './pages/server/routes.js';
 
 const auth = () => import('./pages/auth.js');
@@ -57,6 +57,20 @@ const ACTIONS = {
 const RANK = { viewer: 0, member: 1, admin: 2, owner: 3 };
 
 let me = null;
+// Organization permalink -> its time_zone (the record's; fetched once per session).
+const zones = new Map();
+
+async function orgZone(org) {
+  if (!zones.has(org)) {
+    try {
+      zones.set(org, (await get(`/admin/organizations/${encodeURIComponent(org)}`)).organization.time_zone);
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'Unauthorized') throw err;
+      return null; // the page's own request reports what is wrong
+    }
+  }
+  return zones.get(org);
+}
 
 async function loadMe(force = false) {
   if (!session.token) { me = null; return null; }
@@ -133,6 +147,7 @@ function shell(route, params) {
     const current = location.pathname;
     side.append(h('ul', {}, links.map(([href, label]) => h('li', {},
       h('a', { href, 'aria-current': current === href || (href.split('/').length > 5 && current.startsWith(`${href}/`)) ? 'page' : null }, label)))));
+    if (params.org && timeZone()) side.append(h('p', { class: 'zone-note' }, `Times in ${timeZone()}, the organization’s time zone.`));
   }
 }
 
@@ -149,6 +164,7 @@ async function render() {
     return;
   }
   const { route, params } = found;
+  setTimeZone(null);
   try {
     if (!route.public) {
       if (!session.token) { go(`/sign-in?next=${encodeURIComponent(here())}`, { replace: true }); return; }
@@ -157,8 +173,10 @@ async function render() {
       try { await loadMe(); } catch { /* a stale token: the public page works without it */ }
     }
     if (route.admin && !me.user.admin) throw new ApiError(404, 'NotFound', 'This page is for instance administrators.');
+    const zone = !route.public && params.org ? await orgZone(params.org) : null;
     const page = await route.load();
     if (ticket !== renderCount) return;
+    setTimeZone(zone);
     shell(route, params);
     const ctx = {
       params, query: url.searchParams, me, go, can: (action) => can(action, params.org),

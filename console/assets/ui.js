@@ -32,10 +32,34 @@ export function clear(el) { while (el.firstChild) el.firstChild.remove(); return
 
 export function link(href, text, attrs = {}) { return h('a', { href, ...attrs }, text); }
 
+// The time zone dates are shown in: the organization's (its record's time_zone) on its pages,
+// set by app.js before a page is drawn; null on account-level pages: the browser's.
+let zone = null;
+
+/** Use this IANA zone for when() and the charts; null or an unknown name: the browser's. */
+export function setTimeZone(name) {
+  zone = null;
+  if (!name) return;
+  try {
+    new Intl.DateTimeFormat(undefined, { timeZone: name });
+    zone = name;
+  } catch { /* not a zone this browser knows: keep its own */ }
+}
+
+export function timeZone() { return zone; }
+
+/** Intl options with the current zone (if any) added. */
+export function zoned(options = {}) { return zone ? { ...options, timeZone: zone } : options; }
+
+const WHEN = { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' };
+
 export function when(value) {
   if (!value) return '—';
   const d = new Date(value);
-  return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleString();
+  if (Number.isNaN(d.getTime())) return String(value);
+  if (!zone) return d.toLocaleString();
+  // The zone is named on every date (GMT+5:30, CET …): it is not the reader's own.
+  return new Intl.DateTimeFormat(undefined, { ...WHEN, timeZone: zone, timeZoneName: 'short' }).format(d);
 }
 
 export function notice(text, kind = 'info') {
@@ -74,7 +98,11 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
     let input;
     const common = { id, name: f.name, required: f.required, 'aria-describedby': errId,
       autocomplete: f.autocomplete, placeholder: f.placeholder, inputmode: f.inputmode };
-    if (f.type === 'select') {
+    if (f.type === 'custom') {
+      // A control of its own (pairs.js): {el, value(), focus()}; errors naming it show below it.
+      input = f.control.el;
+      input.setAttribute('aria-describedby', errId);
+    } else if (f.type === 'select') {
       input = h('select', common, (f.options || []).map(([v, label]) =>
         h('option', { value: v, selected: String(f.value ?? '') === String(v) }, label)));
     } else if (f.type === 'textarea') {
@@ -87,7 +115,8 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
     }
     inputs[f.name] = input;
     errors[f.name] = h('p', { class: 'field-error', id: errId, hidden: true });
-    const label = h('label', { for: id }, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null);
+    const label = f.type === 'custom' ? null
+      : h('label', { for: id }, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null);
     el.append(h('div', { class: `field ${f.type === 'checkbox' ? 'check' : ''}` },
       f.type === 'checkbox' ? [input, label] : [label, input],
       f.help ? h('p', { class: 'help' }, f.help) : null, errors[f.name]));
@@ -108,7 +137,7 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
       errors[field].textContent = err.message;
       errors[field].hidden = false;
       inputs[field].setAttribute('aria-invalid', 'true');
-      inputs[field].focus();
+      if (!inputs[field].contains(document.activeElement)) inputs[field].focus();
     } else {
       general.textContent = (err && err.message) || String(err);
       general.hidden = false;
@@ -118,13 +147,14 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
   el.addEventListener('submit', async (event) => {
     event.preventDefault();
     reset();
-    const values = {};
-    for (const f of fields) {
-      const input = inputs[f.name];
-      values[f.name] = f.type === 'checkbox' ? input.checked : input.value;
-    }
     button.disabled = true;
     try {
+      const values = {};
+      for (const f of fields) {
+        const input = inputs[f.name];
+        if (f.type === 'custom') values[f.name] = f.control.value();
+        else values[f.name] = f.type === 'checkbox' ? input.checked : input.value;
+      }
       await onSubmit(values, el);
     } catch (err) {
       el.showError(err);
@@ -230,6 +260,8 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
     svg.append(s('text', { x: pad.l - 4, y: y + 4, class: 'axis', 'text-anchor': 'end' }, String(Math.round(max * frac))));
   }
   const every = labelEvery || Math.max(1, Math.ceil(buckets.length / 8));
+  // Day buckets are UTC days (/stats/deliveries): labelled as such, not shifted into a zone.
+  const days = buckets.length > 1 && new Date(buckets[1].start) - new Date(buckets[0].start) >= 86400000;
   buckets.forEach((b, i) => {
     const x = pad.l + i * step + (step - barW) / 2;
     let y = pad.t + innerH;
@@ -239,18 +271,20 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
       const hgt = (n / max) * innerH;
       y -= hgt;
       svg.append(s('rect', { x, y, width: barW, height: hgt, class: `bar ${x2.class || x2.key}` },
-        s('title', {}, `${new Date(b.start).toLocaleString()}: ${n} ${x2.label}`)));
+        s('title', {}, `${days ? `${new Date(b.start).toLocaleDateString(undefined, { dateStyle: 'medium', timeZone: 'UTC' })} (UTC)` : when(b.start)}: ${n} ${x2.label}`)));
     }
     if (i % every === 0) {
       const d = new Date(b.start);
-      const text = buckets.length > 48 || (buckets[1] && new Date(buckets[1].start) - d >= 86400000)
-        ? d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })
-        : d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+      let text;
+      if (days) text = d.toLocaleDateString(undefined, { month: 'short', day: 'numeric', timeZone: 'UTC' });
+      else if (buckets.length > 48) text = d.toLocaleDateString(undefined, zoned({ month: 'short', day: 'numeric' }));
+      else text = d.toLocaleTimeString(undefined, zoned({ hour: '2-digit', minute: '2-digit' }));
       svg.append(s('text', { x: x + barW / 2, y: height - 8, class: 'axis', 'text-anchor': 'middle' }, text));
     }
   });
   const legend = h('ul', { class: 'legend' }, series.map((x) =>
-    h('li', {}, h('span', { class: `swatch ${x.class || x.key}`, 'aria-hidden': 'true' }), x.label)));
+    h('li', {}, h('span', { class: `swatch ${x.class || x.key}`, 'aria-hidden': 'true' }), x.label)),
+    days ? h('li', { class: 'note' }, 'One bar per UTC day.') : null);
   return h('figure', { class: 'chart-figure' }, svg, legend);
 }
 

@@ -56,6 +56,20 @@ def test_sign_in_options_are_public(api, monkeypatch):
     assert Api.data(api.get("/api/v2/auth/options"))["options"]["registration"] is True
 
 
+def test_sign_in_options_say_where_smtp_clients_connect(api, monkeypatch):
+    smtp = Api.data(api.get("/api/v2/auth/options"))["options"]["smtp"]
+    assert smtp == {"host": "mx.service.test", "starttls_ports": [2525], "tls_port": None,
+                    "auth_requires_tls": True}
+    # Taken from the gateway's settings: the listeners it opens, in that order, once each.
+    monkeypatch.setenv("SMTP_PORT", "25")
+    monkeypatch.setenv("SMTP_SUBMISSION_PORTS", "587, 25")
+    monkeypatch.setenv("SMTP_TLS_PORT", "465")
+    monkeypatch.setenv("SMTP_AUTH_REQUIRE_TLS", "false")
+    smtp = Api.data(api.get("/api/v2/auth/options"))["options"]["smtp"]
+    assert smtp == {"host": "mx.service.test", "starttls_ports": [25, 587], "tls_port": 465,
+                    "auth_requires_tls": False}
+
+
 def test_console_files_and_history_routing(stack):
     base = stack.base_url
     index = requests.get(base + "/", timeout=30)

@@ -84,7 +84,29 @@ export async function organization(ctx) {
       await del(`${base}/members/${m.user_id}`);
       if (isSelf(m)) { await ctx.refreshMe(); ctx.go('/'); } else ctx.render();
     }, { kind: 'danger', confirm: isSelf(m) ? `Leave ${o.name}?` : `Remove ${m.email_address} from ${o.name}?` }) : '' },
-  ], members.members, { caption: 'Members' })));
+  ], members.members, { caption: 'Members' }),
+  manage ? [
+    h('h3', {}, 'Add an existing account'),
+    h('p', { class: 'help' }, 'Someone who already has an account on this installation joins at once. For an address without an account, send an invitation instead.'),
+    form({
+      className: 'inline',
+      fields: [{ name: 'email_address', label: 'Account email', type: 'email', required: true, autocomplete: 'off' },
+        { name: 'role', label: 'Role', type: 'select', options: ROLES, value: 'member' }],
+      submit: 'Add member',
+      onSubmit: async (v) => {
+        try {
+          await post(`${base}/members`, v);
+        } catch (err) {
+          // The API names user_id (an address is looked up to one): show it at the address.
+          if (err.field === 'user_id' || err.field === 'email_address') {
+            err.field = 'email_address';
+            err.message = err.message.replace(/^user_id: /, '');
+          }
+          throw err;
+        }
+        ctx.render();
+      },
+    })] : null));
 
   if (ctx.can('invitations.read')) {
     const invites = await get(`${base}/invitations`, { params: { per_page: 100 } });

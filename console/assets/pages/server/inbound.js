@@ -1,8 +1,8 @@
-// Incoming mail: inbound messages (held ones too, retry and bypass), bounces received, and
-// the routes that decide where incoming mail goes.
-import { del, get, patch, post } from '../../api.js';
-import { actionButton, badge, dl, form, h, link, notice, pager, section, table, when } from '../../ui.js';
-import { adminBase, serverBase } from './routes.js';
+// Incoming mail: inbound messages (held ones too, retry and bypass) and bounces received.
+// The routes that decide where incoming mail goes are in inbound_routes.js.
+import { get, post } from '../../api.js';
+import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
+import { serverBase } from './routes.js';
 
 const INBOUND_STATUSES = ['', 'Queued', 'Retrying', 'Delivered', 'Failed', 'Held', 'Accepted', 'Bounced'];
 
@@ -87,74 +87,4 @@ export async function bounce(ctx) {
       ['Original message', b.original_message_id ? link(`${base}/messages/${b.original_message_id}`, `#${b.original_message_id}`) : '—'],
       ['Received', when(b.created_at)],
     ])));
-}
-
-const MODES = [['endpoint', 'Deliver to an endpoint'], ['accept', 'Accept and store'], ['hold', 'Hold for review'], ['bounce', 'Bounce'], ['reject', 'Reject']];
-
-function endpointText(e) {
-  if (!e) return '—';
-  if (e.type === 'http') return `HTTP ${e.format || 'json'} → ${e.url}`;
-  if (e.type === 'smtp') return `SMTP → ${e.host}:${e.port}`;
-  if (e.type === 'address') return `Forward → ${e.address}`;
-  return JSON.stringify(e);
-}
-
-function endpointFrom(v) {
-  if (v.mode !== 'endpoint') return undefined;
-  if (v.endpoint_type === 'http') return { type: 'http', url: v.endpoint_target, format: v.endpoint_format };
-  if (v.endpoint_type === 'smtp') {
-    const [host, port] = v.endpoint_target.split(':');
-    return { type: 'smtp', host, port: Number(port || 25) };
-  }
-  return { type: 'address', address: v.endpoint_target };
-}
-
-export async function routes(ctx) {
-  const base = `${adminBase(ctx)}/routes`;
-  const [list, domains] = await Promise.all([
-    get(base, { params: { per_page: 100 } }).then((d) => d.routes),
-    get(`${adminBase(ctx)}/domains`, { params: { per_page: 100 } }).then((d) => d.domains),
-  ]);
-  const manage = ctx.can('routes.manage');
-  return h('div', {}, h('h1', {}, 'Routes'),
-    h('p', { class: 'sub' }, 'Which incoming addresses this server receives, and where that mail goes. A name is the local part (support, or * for any) on a verified domain.'),
-    section('Routes', null, table([
-      { label: 'Address', render: (r) => h('code', {}, r.address || `${r.name}@${r.domain}`) },
-      { label: 'Mode', render: (r) => r.mode },
-      { label: 'Endpoint', class: 'wrap', render: (r) => endpointText(r.endpoint) },
-      { label: 'Actions', render: (r) => (manage ? h('span', { class: 'actions' },
-        h('label', { class: 'sr-only', for: `mode-${r.id}` }, `Mode of ${r.name}`),
-        (() => {
-          const sel = h('select', { id: `mode-${r.id}` }, MODES.map(([v, l]) => h('option', { value: v, selected: v === r.mode }, l)));
-          const err = h('span', { class: 'inline-error', role: 'alert' });
-          sel.addEventListener('change', async () => {
-            try { await patch(`${base}/${r.id}`, { mode: sel.value }); ctx.render(); } catch (e) { err.textContent = e.message; sel.value = r.mode; }
-          });
-          return h('span', {}, sel, err);
-        })(),
-        actionButton('Delete', async () => { await del(`${base}/${r.id}`); ctx.render(); }, { kind: 'danger', confirm: `Delete route ${r.name}@${r.domain}?` })) : '') },
-    ], list, { caption: 'Routes', empty: 'No route: this server receives no mail.' })),
-    manage ? section('New route', null, form({
-      fields: [
-        { name: 'name', label: 'Local part', required: true, placeholder: 'support' },
-        { name: 'domain', label: 'Domain', type: 'select', options: domains.map((d) => [d.name, `${d.name}${d.verified ? '' : ' (not verified)'}`]) },
-        { name: 'mode', label: 'Mode', type: 'select', options: MODES, value: 'endpoint' },
-        { name: 'endpoint_type', label: 'Endpoint type', type: 'select', options: [['http', 'HTTP POST'], ['smtp', 'SMTP server'], ['address', 'Email address']], value: 'http' },
-        { name: 'endpoint_target', label: 'Endpoint (URL, host:port or address)', placeholder: 'https://app.example.com/inbound' },
-        { name: 'endpoint_format', label: 'HTTP format', type: 'select', options: [['json', 'JSON (parsed)'], ['raw', 'Raw MIME']], value: 'json' },
-      ],
-      submit: 'Create route',
-      onSubmit: async (v) => {
-        const body = { name: v.name, domain: v.domain, mode: v.mode };
-        const endpoint = endpointFrom(v);
-        if (endpoint) body.endpoint = endpoint;
-        try {
-          await post(base, body);
-        } catch (err) {
-          if (err.field && String(err.field).startsWith('endpoint')) err.field = 'endpoint_target';
-          throw err;
-        }
-        ctx.render();
-      },
-    })) : null);
 }

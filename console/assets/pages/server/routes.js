@@ -5,6 +5,7 @@ const messages = () => import('./messages.js');
 const setup = () => import('./setup.js');
 const webhooks = () => import('./webhooks.js');
 const inbound = () => import('./inbound.js');
+const inboundRoutes = () => import('./inbound_routes.js');
 const content = () => import('./content.js');
 const settings = () => import('./settings.js');
 
@@ -20,7 +21,8 @@ export const serverRoutes = [
   { path: '/inbound/:id', title: 'Inbound message', load: () => inbound().then((m) => m.inboundMessage) },
   { path: '/bounces', title: 'Bounces', load: () => inbound().then((m) => m.bounces) },
   { path: '/bounces/:id', title: 'Bounce', load: () => inbound().then((m) => m.bounce) },
-  { path: '/routes', title: 'Routes', load: () => inbound().then((m) => m.routes) },
+  { path: '/routes', title: 'Routes', load: () => inboundRoutes().then((m) => m.routes) },
+  { path: '/routes/:id', title: 'Route', load: () => inboundRoutes().then((m) => m.route) },
   { path: '/suppressions', title: 'Suppressions', load: () => settings().then((m) => m.suppressions) },
   { path: '/streams', title: 'Streams', load: () => content().then((m) => m.streams) },
   { path: '/templates', title: 'Templates', load: () => content().then((m) => m.templates) },

@@ -1,7 +1,7 @@
 // Setting a server up: sending domains (the DNS records to publish, verify) and credentials
 // (API keys and SMTP passwords, each shown once).
 import { del, enc, get, patch, post } from '../../api.js';
-import { actionButton, badge, copyable, form, h, notice, section, shownOnce, table, when } from '../../ui.js';
+import { actionButton, badge, copyable, dl, form, h, notice, section, shownOnce, table, when } from '../../ui.js';
 import { adminBase } from './routes.js';
 
 function dnsTable(domain) {
@@ -53,6 +53,22 @@ export async function domains(ctx) {
   return out;
 }
 
+/** Where a mail client connects, as the installation is configured (GET /auth/options). */
+function smtpSettings(smtp, type) {
+  const ports = [
+    ...smtp.starttls_ports.map((p) => [p, `${p} — STARTTLS${p === 587 ? ' (submission, recommended)' : ''}`]),
+    ...(smtp.tls_port ? [[smtp.tls_port, `${smtp.tls_port} — implicit TLS (SSL/TLS)`]] : []),
+  ];
+  const auth = type === 'SMTP-IP'
+    ? 'None: connect from an address in the range.'
+    : `AUTH PLAIN or LOGIN, any user name, the key above as password${smtp.auth_requires_tls ? ' (only after STARTTLS or on the TLS port)' : ''}.`;
+  return h('div', { class: 'smtp-settings', role: 'region', 'aria-label': 'SMTP settings' },
+    h('h3', {}, 'SMTP settings'),
+    dl([['Host', copyable(smtp.host, 'Copy SMTP host')],
+      ['Ports', h('ul', { class: 'plain' }, ports.map(([, label]) => h('li', {}, label)))],
+      ['Authentication', auth]]));
+}
+
 export async function credentials(ctx) {
   const base = `${adminBase(ctx)}/credentials`;
   const list = (await get(base, { params: { per_page: 100 } })).credentials;
@@ -75,7 +91,11 @@ export async function credentials(ctx) {
         f.reset();
         await ctx.render();
         const box = document.querySelector('#main .once-slot');
-        if (box && c.key) box.replaceChildren(shownOnce(`${c.type} key "${c.name}"`, c.key));
+        const smtp = c.type === 'API' ? null : (await get('/auth/options', { auth: false })).options.smtp;
+        if (box) {
+          box.replaceChildren(c.key ? shownOnce(`${c.type} key "${c.name}"`, c.key) : '',
+            smtp ? smtpSettings(smtp, c.type) : '');
+        }
       },
     })));
   }

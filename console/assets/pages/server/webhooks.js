@@ -2,9 +2,27 @@
 // queue and the attempt log that says why deliveries fail.
 import { del, get, patch, post } from '../../api.js';
 import { actionButton, badge, dl, form, h, link, notice, pager, section, table, when } from '../../ui.js';
+import { pairsEditor } from '../../pairs.js';
 import { adminBase, serverBase } from './routes.js';
 
 const EVENTS = ['MessageSent', 'MessageDelayed', 'MessageDeliveryFailed', 'MessageHeld'];
+// The API's limits (services/webhooks.py) and the mask it shows for a stored header value.
+const MAX_HEADERS = 20;
+const MASK = '••••••';
+
+/** The custom-headers field of the create and change forms. */
+function headersField(current) {
+  return {
+    name: 'headers', type: 'custom',
+    control: pairsEditor({
+      name: 'headers', label: 'Custom headers', pairs: current || {}, masked: current ? MASK : null,
+      max: MAX_HEADERS, nameLabel: 'Header name', valueLabel: 'Header value', addLabel: 'Add header',
+      help: current && Object.keys(current).length
+        ? 'Sent with every delivery, such as a shared secret. Stored values are never shown: leave a value empty to keep it, type to replace it.'
+        : `Sent with every delivery, such as a shared secret (at most ${MAX_HEADERS}). Values are stored encrypted and never shown again.`,
+    }),
+  };
+}
 
 export async function list(ctx) {
   const base = `${adminBase(ctx)}/webhooks`;
@@ -29,10 +47,11 @@ export async function list(ctx) {
         { name: 'url', label: 'URL', type: 'url', required: true, placeholder: 'https://app.example.com/hooks/mail' },
         ...eventBoxes,
         { name: 'sign', label: 'Sign deliveries (X-Service-Signature)', type: 'checkbox', value: true },
+        headersField(null),
       ],
       submit: 'Create webhook',
       onSubmit: async (v) => {
-        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]) };
+        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]), headers: v.headers };
         if (v.name) body.name = v.name;
         const w = (await post(base, body)).webhook;
         ctx.go(`${serverBase(ctx)}/webhooks/${w.id}`);
@@ -82,15 +101,16 @@ export async function show(ctx) {
         { name: 'url', label: 'URL', type: 'url', required: true, value: w.url },
         ...EVENTS.map((e) => ({ name: `ev_${e}`, label: e, type: 'checkbox', value: w.events.includes(e) })),
         { name: 'sign', label: 'Sign deliveries (X-Service-Signature)', type: 'checkbox', value: w.sign },
+        headersField(w.headers || {}),
       ],
       submit: 'Save changes',
       onSubmit: async (v) => {
-        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]) };
+        const body = { url: v.url, sign: v.sign, events: EVENTS.filter((e) => v[`ev_${e}`]), headers: v.headers };
         if (v.name) body.name = v.name;
         await patch(base, body);
         ctx.render();
       },
-    }), h('p', { class: 'help' }, 'No event ticked means every event. The log and pending deliveries are kept. Custom headers are changed over the API (their values are never shown).')) : null,
+    }), h('p', { class: 'help' }, 'No event ticked means every event. The log and pending deliveries are kept.')) : null,
     section(`Pending deliveries (${pending.pagination.total})`, null, table([
       { label: 'Event', render: (r) => r.event }, { label: 'Message', render: (r) => (r.message_id ? link(`${serverBase(ctx)}/messages/${r.message_id}`, String(r.message_id)) : '—') },
       { label: 'Attempts', class: 'num', render: (r) => String(r.attempts) }, { label: 'Next attempt', render: (r) => when(r.next_attempt_at) },
