@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import BigInteger, cast, literal, select, union_all
-
 from chalicelib.db import session_scope
 from chalicelib.services import claims
 from chalicelib.workers import delivery
+from chalicelib.workers import delivery_writes as writes
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +74,8 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
                     results[message.id] = "failed"
             delivery._batch.deferred = None
             deferred.flush()
+            for message_id in deferred.lost:  # its outcome was not written: see settle()
+                results[message_id] = "claim-lost"
         finally:
             # A BaseException (the worker is being killed) writes nothing more, as a real
             # kill would not: the pending outcome is lost and its marker speaks for it.
@@ -90,71 +91,41 @@ class Deferred:
     """At most one message's outcome waiting to be written with the next in-flight marker."""
 
     def __init__(self):
-        self._outcome: tuple | None = None
+        self._db = None
+        self._outcome: delivery.PendingOutcome | None = None
+        self.lost: list[int] = []  # messages whose outcome found their claim taken
 
     def has_outcome(self) -> bool:
         return self._outcome is not None
 
-    def defer(self, db, key: tuple, build, params: dict, wants_hooks: bool) -> None:
+    def defer(self, db, outcome: delivery.PendingOutcome) -> None:
         if self._outcome is not None:  # two outcomes without a marker between: write one now
             self.flush()
-        self._outcome = (db, key, build, params, wants_hooks)
+        self._db, self._outcome = db, outcome
 
     def flush(self) -> None:
         if self._outcome is None:
             return
-        db, key, build, params, wants_hooks = self._outcome
+        db, outcome = self._db, self._outcome
         self._outcome = None
-        rows = delivery._run(db, key, build, params)
-        delivery.wake_webhooks(db, [row[0] for row in rows] if wants_hooks else [])
+        self._settle(db, outcome, writes.run(db, outcome.key, [
+            (outcome.build, "hook", True)], outcome.params))
+
+    def _settle(self, db, outcome: delivery.PendingOutcome, tagged: dict) -> None:
+        if not delivery.settle(db, outcome, tagged):
+            self.lost.append(outcome.message.id)
 
     def write_with_marker(self, db, key: tuple, build, params: dict) -> int:
         """The marker's statements and the pending outcome's as ONE transaction (on
-        PostgreSQL one statement); returns the marker's Delivery id."""
-        _, outcome_key, outcome_build, outcome_params, wants_hooks = self._outcome
+        PostgreSQL one statement); returns the marker's Delivery id. Each is guarded on its
+        own message's claim: a lost one writes nothing of its part."""
+        outcome = self._outcome
         self._outcome = None
-        tagged = _run_tagged(db, ("with_marker", key, outcome_key),
-                             [(build, "marker"), (outcome_build, "hook" if wants_hooks else None)],
-                             {**params, **outcome_params})
-        delivery.wake_webhooks(db, tagged.get("hook", []))
+        tagged = writes.run(db, ("with_marker", key, outcome.key),
+                            [(build, "marker", False), (outcome.build, "hook", True)],
+                            {**params, **outcome.params})
+        self._settle(db, outcome, tagged)
         markers = tagged.get("marker", [])
         if not markers:  # the previous outcome is written; this message's claim expired
             raise delivery.ClaimLost("the claim expired before DATA")
         return markers[0]
-
-
-def _run_tagged(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
-    """Like ``delivery._run`` for several groups of statements written together: returns,
-    per tag, the ids the last statement of that group returned."""
-    dialect = db.get_bind().dialect.name
-    composed = delivery._cached((dialect, *key),
-                                lambda: _compose(dialect, [(b(), t) for b, t in parts]))
-    if dialect == "postgresql":
-        rows = delivery._single(db, composed, params)
-        tagged: dict[str, list[int]] = {}
-        for tag, row_id in rows:
-            tagged.setdefault(tag, []).append(row_id)
-        return tagged
-    tagged = {}
-    for statements, tag in composed:
-        for i, (stmt, names) in enumerate(statements):
-            rows = db.execute(stmt, {n: params[n] for n in names if n in params}).all()
-            if tag is not None and i == len(statements) - 1:
-                tagged[tag] = [row[0] for row in rows]
-    db.commit()
-    return tagged
-
-
-def _compose(dialect: str, groups: list):
-    if dialect != "postgresql":
-        return [([(stmt, tuple(stmt.compile().params)) for stmt in statements], tag)
-                for statements, tag in groups]
-    ctes, selects = [], []
-    for statements, tag in groups:
-        for i, stmt in enumerate(statements):
-            cte = stmt.cte(f"w{len(ctes)}")
-            ctes.append(cte)
-            if tag is not None and i == len(statements) - 1:
-                selects.append(select(literal(tag).label("tag"),
-                                      cast(list(cte.c)[0], BigInteger).label("id")))
-    return (union_all(*selects) if len(selects) > 1 else selects[0]).add_cte(*ctes)
