@@ -196,7 +196,11 @@ def _attempt(db, message, worker: str) -> str:
         # Prepared once (tracking, then DKIM); every attempt sends these same bytes, and GET
         # .../raw shows them. Written with the InFlight marker (or the outcome).
         data = raw = _prepare(db, message)
-    db.commit()  # no transaction (nor SQLite write lock) stays open during network I/O
+    if not getattr(_batch, "claim_open", False):
+        # No transaction (nor SQLite write lock) stays open during network I/O, except a
+        # batch's open claim on PostgreSQL: it commits with this first message's marker or
+        # outcome (workers/delivery_batch.py, "One commit for the claim").
+        db.commit()
     try:
         hosts = delivery.targets(message.rcpt_to.rpartition("@")[2])
     except delivery.TargetError as exc:

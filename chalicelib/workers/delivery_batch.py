@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.db import session_scope
+from chalicelib.db.engine import autocommit_engine
 from chalicelib.services import claims
 from chalicelib.workers import delivery
 from chalicelib.workers import delivery_writes as writes
@@ -52,18 +53,31 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
     with session_scope() as db:
         claim = delivery._cached("claim_many", lambda: delivery._claim_statement(many=True))
         params = claims.claim_many_params(ids, worker)
-        rows = delivery.claim_rows(db, claim, params)
-        db.commit()  # SQLite claims in the session: commit before not_claimed rolls back
+        # PostgreSQL: the claim opens the session's transaction, which commits with the first
+        # message's first write (its in-flight marker, or its outcome). SQLite: a write lock
+        # must not stay open during network I/O, so the claim commits at once.
+        merged = autocommit_engine() is not None
+        if merged:
+            rows = db.execute(claim, params).all()
+        else:
+            rows = delivery.claim_rows(db, claim, params)
+            db.commit()
         claimed = {row.id: row for row in rows}
-        for message_id in ids:
-            if message_id not in claimed:
-                results[message_id] = delivery.not_claimed(db, message_id,
-                                                            params.get(claims.CLAIM_NOW))
-        db.commit()
+        if not claimed:
+            db.rollback()  # nothing claimed: no transaction to keep open
+        unclaimed = [i for i in ids if i not in claimed]
+        if unclaimed:  # another session: not_claimed's rollback would drop our open claim
+            with session_scope() as other:
+                for message_id in unclaimed:
+                    results[message_id] = delivery.not_claimed(
+                        other, message_id, params.get(claims.CLAIM_NOW))
         deferred = Deferred()
         delivery._batch.deferred = deferred
+        delivery._batch.claim_open = merged and bool(claimed)
         try:
-            for message in sorted(claimed.values(), key=_destination):
+            queue = sorted(claimed.values(), key=_destination)
+            while queue:
+                message = queue.pop(0)
                 try:
                     results[message.id] = delivery._attempt(db, message, worker)
                 except Exception:  # noqa: BLE001
@@ -72,15 +86,35 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
                     log.exception("delivery of message %s failed unexpectedly", message.id)
                     db.rollback()
                     results[message.id] = "failed"
+                    if delivery._batch.claim_open:
+                        queue = _claim_again(db, claim, worker, message.id, queue, results)
+                if delivery._batch.claim_open:
+                    delivery._batch.claim_open = False
+                    if db.in_transaction():  # committed with the first write, or now
+                        db.commit()
             delivery._batch.deferred = None
             deferred.flush()
             for message_id in deferred.lost:  # its outcome was not written: see settle()
                 results[message_id] = "claim-lost"
         finally:
             # A BaseException (the worker is being killed) writes nothing more, as a real
-            # kill would not: the pending outcome is lost and its marker speaks for it.
+            # kill would not: the pending outcome is lost and its marker speaks for it; a
+            # claim still open is rolled back (nothing of the batch reached DATA yet).
             delivery._batch.deferred = None
+            delivery._batch.claim_open = False
     return results
+
+
+def _claim_again(db, claim, worker: str, failed_id: int, queue: list, results: dict) -> list:
+    """An unexpected error in the first message rolled back the batch's open claim: claim
+    the failed row again (its claim then expires as a single message's would: no tight
+    loop) and the rest, committed at once. Returns the rest still ours, in order."""
+    again = {row.id: row for row in delivery.claim_rows(
+        db, claim, claims.claim_many_params([failed_id] + [m.id for m in queue], worker))}
+    for message in queue:
+        if message.id not in again:
+            results[message.id] = "claimed-elsewhere"
+    return [again[m.id] for m in queue if m.id in again]
 
 
 def _destination(message) -> tuple:
