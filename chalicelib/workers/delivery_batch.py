@@ -5,7 +5,13 @@ What a batch changes
 --------------------
 * **One claim.** The rows named by the wake-ups are claimed in ONE ``UPDATE ... WHERE id IN
   (...) RETURNING`` (the same conditions and the same RETURNING as a single claim); a row not
-  claimed gets the single path's closer look (``delivery.not_claimed``).
+  claimed gets the single path's closer look (``delivery.not_claimed``, in a session of its
+  own).
+* **One commit for the claim and the first marker** (PostgreSQL). The claim is not committed
+  on its own: it opens the session's transaction, which commits with the first message's
+  first write, its in-flight marker right before DATA (or its outcome, when it never gets
+  there: suppressed, DNS failure, refused at MAIL or RCPT). SQLite commits the claim at once
+  (its write lock would stop every other writer during the network I/O).
 * **One connection per destination.** Claimed messages are worked through sorted by
   recipient domain, so consecutive messages for one destination go over one SMTP session
   (``services/delivery.py`` keeps it, with RSET between messages; a dropped session or a 421
@@ -13,7 +19,8 @@ What a batch changes
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
   same commit, as the next message's in-flight marker, and the last one at the batch's end.
-  That is one commit per message plus two per batch, where a message alone costs three.
+  That is one commit per message plus one per batch on PostgreSQL (plus two on SQLite),
+  where a message alone costs three.
 
 What does not change
 --------------------
@@ -21,14 +28,33 @@ What does not change
   its outcome is recorded against its own claim (``locked_by``).
 * The in-flight marker keeps its meaning per message: it is committed right before that
   message's DATA, never earlier or for another message.
-* A worker killed anywhere leaves every row done once or due again. Killed before a message's
-  marker: that message (and every later one of the batch) has no marker, so when the claims
-  expire (CLAIM_TIMEOUT_SECONDS) the sweeper wakes them and they are sent. Killed after a
+* A worker killed anywhere leaves every row done once or due again. Killed before the first
+  message's first write (PostgreSQL): the claim was never committed; the connection's end
+  rolls it back and every row is due at once (no message reached DATA). Killed before a later
+  message's marker: that message (and every later one of the batch) has no marker, so when
+  the claims expire (CLAIM_TIMEOUT_SECONDS) the sweeper wakes them and they are sent. An
+  unexpected error in the first message rolls the open claim back: the rows are claimed
+  again at once (the failed one too, so it waits out its claim: no tight loop). Killed after a
   marker but before that message's outcome was written (which, in a batch, is until the NEXT
   message's marker commits): the stale marker makes the next worker hold the message as
   ``Unknown`` instead of resending it, as for a single message. The window in which a message
   the remote server accepted ends up ``Unknown`` is therefore a little longer in a batch (it
   includes the next message's MAIL and RCPT); it is the price of the commit saved.
+
+What the merged claim costs
+---------------------------
+Until the first write commits, the batch's rows are locked by an open transaction during the
+first message's preparation and connection set-up (DNS, connect, EHLO/STARTTLS, MAIL, RCPT:
+milliseconds to a reachable MX, at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
+updating those rows meanwhile waits for that commit instead of running at once: a duplicate
+wake-up's claim (it then finds the rows claimed), the sweeper's wake-up mark (it then finds
+them claimed and skips them), an API action on one of them. Nothing is lost or sent twice by
+the wait, and a killed worker's connection ends its transaction. A database with an
+``idle_in_transaction_session_timeout`` shorter than that set-up would end the session: the
+first message then fails before its DATA (retried when its claim expires; the rest go on), so
+keep it off (the default) or longer. Each
+batch also pays two round trips more (START TRANSACTION and COMMIT around the claim) for the
+commit (a WAL flush) it saves.
 """
 from __future__ import annotations
 
