@@ -129,18 +129,19 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
     """Write groups of statements together as one transaction and commit. ``parts``: (build,
     tag, guarded) per group, ``build()`` giving its statements (cached per ``key``, their
     shape). Returns, per tag, the ids the group's last statement returned, and ``CLAIM`` when
-    a guarded group's message row was still ours. When a guarded group lost its claim and the
-    session held uncommitted work for it (a suppression, a stale attempt's update), that work
-    is rolled back instead of committed: the outcome is recorded whole or not at all."""
+    a guarded group's message row was still ours. When an outcome written alone lost its
+    claim and the session held uncommitted work for it (a suppression, a stale attempt's
+    update), that work is rolled back instead of committed: the outcome is recorded whole or
+    not at all. (Written with a marker, only the outcome's own statements are skipped.)"""
     dialect = db.get_bind().dialect.name
     composed = cached((dialect, *key), lambda: _compose(dialect, [
         (build(), tag, guarded) for build, tag, guarded in parts]))
-    guarded = any(g for _, _, g in parts)
+    alone = len(parts) == 1 and parts[0][2]  # an outcome, not riding on a marker
     pending = db.in_transaction()
     tagged: dict[str, list[int]] = {}
     if dialect == "postgresql":
-        for tag, row_id in _single(db, composed, params, keep=lambda rows: not guarded or any(
-                tag == CLAIM for tag, _ in rows)):
+        keep = (lambda rows: any(tag == CLAIM for tag, _ in rows)) if alone else None
+        for tag, row_id in _single(db, composed, params, keep=keep):
             tagged.setdefault(tag, []).append(row_id)
         return tagged
     for statements, tag, guard in composed:
@@ -154,7 +155,7 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
                 tagged[CLAIM] = [row[0] for row in rows]
             if tag is not None and i == len(statements) - 1:
                 tagged[tag] = [row[0] for row in rows]
-    if guarded and CLAIM not in tagged and pending:
+    if alone and CLAIM not in tagged and pending:
         db.rollback()
     else:
         db.commit()

@@ -20,6 +20,7 @@ from tests.e2e.test_sending import message, rcpt, wait_status
 from tests.e2e.test_sending_worker import _make_due, _park_settled
 from tests.e2e.webhook_helpers import create_webhook, server_id
 from tests.receivers import Receiver
+from tests.support import Api
 
 
 def _sent_counted(server: int) -> int:
@@ -107,3 +108,28 @@ def test_a_lost_claim_in_a_batch_drops_that_outcome_but_not_the_next_marker(
     assert [d["status"] for d in second["deliveries"]] == ["Sent"]
     assert [e["event"] for e in second["events"]] == ["MessageSent"]
     assert logs.wait("delivery.claim_lost", message_id=ids[0])["outcome"] == "Sent"
+
+
+def test_a_late_refusal_after_the_claim_expired_does_not_suppress_the_recipient(
+        api, tenant, mx, db, monkeypatch):
+    """A HardFail outcome also adds a suppression (in the same transaction): with the claim
+    lost, that is rolled back with the rest."""
+    to = rcpt("slowrefusal")
+    message_id = _park_settled(db, api, tenant, to, monkeypatch)
+    mx.script = ["550 5.1.1 no such user"]
+    arrived, release = mx.hold_next_data()
+    _make_due(message_id)
+    result: dict[str, str] = {}
+    first = threading.Thread(target=lambda: result.update(first=worker.process(message_id)))
+    first.start()
+    try:
+        assert arrived.wait(20), "the first worker's DATA"
+        _next_worker_takes_over(api, tenant, message_id)
+    finally:
+        release.set()
+        first.join(30)
+    assert result == {"first": "claim-lost"}
+    _assert_held_as_unknown(api, tenant, message_id)
+    listed = Api.data(api.get(f"{tenant.server_path}/suppressions",
+                              params={"query": to}))["suppressions"]
+    assert listed == []
