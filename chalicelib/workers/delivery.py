@@ -199,7 +199,7 @@ def _attempt(db, message, worker: str) -> str:
     if not getattr(_batch, "claim_open", False):
         # No transaction (nor SQLite write lock) stays open during network I/O, except a
         # batch's open claim on PostgreSQL: it commits with this first message's marker or
-        # outcome (workers/delivery_batch.py, "One commit for the claim").
+        # outcome (workers/delivery_batch.py, "One commit for the claim and the first marker").
         db.commit()
     try:
         hosts = delivery.targets(message.rcpt_to.rpartition("@")[2])

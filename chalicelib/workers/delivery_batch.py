@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy import event
+
 from chalicelib.db import session_scope
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.services import claims
@@ -100,6 +102,7 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
         deferred = Deferred()
         delivery._batch.deferred = deferred
         delivery._batch.claim_open = merged and bool(claimed)
+        event.listen(db, "after_commit", _claim_committed)
         try:
             queue = sorted(claimed.values(), key=_destination)
             while queue:
@@ -112,12 +115,11 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
                     log.exception("delivery of message %s failed unexpectedly", message.id)
                     db.rollback()
                     results[message.id] = "failed"
-                    if delivery._batch.claim_open:
+                    if delivery._batch.claim_open:  # the rollback took the claim back
+                        delivery._batch.claim_open = False
                         queue = _claim_again(db, claim, worker, message.id, queue, results)
-                if delivery._batch.claim_open:
-                    delivery._batch.claim_open = False
-                    if db.in_transaction():  # committed with the first write, or now
-                        db.commit()
+                if delivery._batch.claim_open:  # not committed by a write after all: now
+                    db.commit()
             delivery._batch.deferred = None
             deferred.flush()
             for message_id in deferred.lost:  # its outcome was not written: see settle()
@@ -128,7 +130,13 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
             # claim still open is rolled back (nothing of the batch reached DATA yet).
             delivery._batch.deferred = None
             delivery._batch.claim_open = False
+            event.remove(db, "after_commit", _claim_committed)
     return results
+
+
+def _claim_committed(_session) -> None:
+    """The session committed: the batch's claim (if it was still open) is durable now."""
+    delivery._batch.claim_open = False
 
 
 def _claim_again(db, claim, worker: str, failed_id: int, queue: list, results: dict) -> list:

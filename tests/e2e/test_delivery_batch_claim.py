@@ -96,3 +96,24 @@ def test_an_unexpected_error_before_the_first_marker_keeps_the_claims(api, tenan
     assert failed_claim is not None
     assert worker.process(ids[0]) == "claimed-elsewhere"
     assert message(api, tenant, ids[0])["status"] == "Pending"
+
+
+def test_an_unexpected_error_after_the_first_marker_leaves_the_claims_alone(
+        api, tenant, mx, db, monkeypatch):
+    """The claim was committed with the first marker: the rollback after the error takes
+    nothing back, and the rest of the batch goes on under the claim it holds."""
+    ids, addresses = _parked(db, api, tenant, 3)
+    real_record = worker._record
+
+    def fail_first(db_, message_, *args, **kwargs):
+        if message_.id == ids[0]:
+            raise RuntimeError("a bug in recording this outcome")
+        return real_record(db_, message_, *args, **kwargs)
+
+    monkeypatch.setattr(worker, "_record", fail_first)
+    results = delivery_batch.process_batch(ids)
+    assert [results[i] for i in ids] == ["failed", "Sent", "Sent"]
+    assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
+    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+        [["InFlight"], ["Sent"], ["Sent"]]  # the 1st is held as Unknown once its claim expires
+    assert _claims(ids)[0] is not None and _claims(ids)[1:] == [None, None]
