@@ -9,7 +9,8 @@ script runs out every message is accepted. Entries:
 * ``"drop"``                close the connection after the data arrived, before replying
 
 ``hold_next_data()`` makes the next DATA wait, its data received, for the test to release it
-(a remote server that is slow to answer). ``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
+(a remote server that is slow to answer). ``connections`` counts sessions, ``rcpts_seen``
+every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
 ``tls=True`` offers STARTTLS with a throwaway self-signed certificate.
 """
 from __future__ import annotations
