@@ -54,6 +54,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "failed": ("MessagesFailed", "Outgoing messages that failed for good (HardFail)."),
     "held": ("MessagesHeld", "Outgoing messages held (suppressed recipient, unknown outcome)."),
     "bounced": ("MessagesBounced", "Hard bounces received (the message becomes Bounced)."),
+    "complained": ("MessagesComplained",
+                   "Spam complaints (feedback reports other than not-spam) received."),
     "webhook_succeeded": ("WebhookSucceeded", "Webhook POSTs answered with a 2xx."),
     "webhook_failed": ("WebhookFailed", "Webhook POSTs that failed (non-2xx, timeout, refused)."),
     "inbound_delivered": ("InboundDelivered", "Inbound messages delivered to their endpoint."),

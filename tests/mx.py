@@ -8,11 +8,14 @@ script runs out every message is accepted. Entries:
 * ``"rcpt:550 no such user"`` reply to RCPT TO instead (the message never reaches DATA)
 * ``"drop"``                close the connection after the data arrived, before replying
 
-``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
+``hold_next_data()`` makes the next DATA wait, its data received, for the test to release it
+(a remote server that is slow to answer). ``connections`` counts sessions, ``rcpts_seen``
+every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
 ``tls=True`` offers STARTTLS with a throwaway self-signed certificate.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ssl
 import tempfile
@@ -72,6 +75,11 @@ class _Handler:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        gate = self.mx._take_gate()
+        if gate is not None:
+            arrived, release = gate
+            arrived.set()
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 60)
         entry = self.mx._pop() or "250"
         if entry == "drop":
             self.mx._note("dropped")
@@ -102,6 +110,7 @@ class ScriptedMX:
         self.connections = 0
         self.rcpts_seen: list[str] = []
         self.drops = 0
+        self._gate: tuple[threading.Event, threading.Event] | None = None
         self._lock = threading.Lock()
         self.port = port or free_port()
         tls_context = _self_signed_context() if tls else None
@@ -114,6 +123,19 @@ class ScriptedMX:
                                      require_starttls=False, hostname="mx.test")
 
         self._controller = Ctl(handler, hostname="127.0.0.1", port=self.port)
+
+    def hold_next_data(self) -> tuple[threading.Event, threading.Event]:
+        """(arrived, release): ``arrived`` is set when the next DATA's data is in; its reply
+        waits until the test sets ``release``."""
+        gate = (threading.Event(), threading.Event())
+        with self._lock:
+            self._gate = gate
+        return gate
+
+    def _take_gate(self):
+        with self._lock:
+            gate, self._gate = self._gate, None
+            return gate
 
     def _peek(self):
         with self._lock:

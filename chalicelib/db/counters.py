@@ -117,15 +117,23 @@ def upsert_params(items: list[tuple]) -> dict:
 
 
 @functools.lru_cache(maxsize=64)
-def upsert_statement(size: int, returning: bool = False):
+def upsert_statement(size: int, returning: bool = False, only_if: str | None = None):
     """One INSERT ... ON CONFLICT adding ``size`` counter rows (values: ``upsert_params``),
     built once per size. Written as text (the same on PostgreSQL and SQLite): SQLAlchemy
     cannot cache the compiled form of its on_conflict_do_update construct, and compiling it
     took ~1 ms per call. ``returning``: a selectable (``RETURNING 1 AS one``) that can be
-    chained as a CTE."""
+    chained as a CTE. ``only_if`` (PostgreSQL, in a chain of CTEs): the name of an earlier
+    CTE; nothing is added unless it returned a row."""
     rows = ", ".join(f"(:s{i}, :p{i}, :b{i}, :m{i}, :d{i}, :n{i})" for i in range(size))
+    if only_if is not None:  # typed: a SELECT's VALUES gets no types from the target columns
+        rows = ", ".join(f"(CAST(:s{i} AS BIGINT), CAST(:p{i} AS TEXT), :b{i}, "
+                         f"CAST(:m{i} AS TEXT), CAST(:d{i} AS TEXT), CAST(:n{i} AS BIGINT))"
+                         for i in range(size))
+        rows = f"SELECT v.* FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM {only_if})"
+    else:
+        rows = "VALUES " + rows
     stmt = text(
-        "INSERT INTO stat_counters (server_id, period, bucket, metric, dim, count) VALUES "
+        "INSERT INTO stat_counters (server_id, period, bucket, metric, dim, count) "
         + rows + " ON CONFLICT (server_id, period, bucket, metric, dim) DO UPDATE "
         "SET count = stat_counters.count + excluded.count"
         + (" RETURNING 1 AS one" if returning else ""))

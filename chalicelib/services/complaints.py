@@ -18,7 +18,9 @@ The report is stored like a bounce (a Message with ``bounce`` true, bounce_type
 recipient is suppressed on every stream of the server (reason SpamComplaint, no expiry: a
 person who marked a message as spam should get nothing more from that server, whatever the
 stream). The original's status does not change (it was delivered). The spec has no complaint
-event, so no webhook fires.
+event, so no webhook fires; each stored report writes a ``complaint.received`` log line (the
+message and its token, never the complaining address) and a spam one counts
+``MessagesComplained``.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from chalicelib import observability
 from chalicelib.db.models import Message
 
 if TYPE_CHECKING:
@@ -159,11 +162,20 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
     report["final_recipient"] = report["final_recipient"] or original.rcpt_to
     stored = bounces.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
                            report=report)
-    if report["feedback_type"] != NOT_SPAM:
+    spam = report["feedback_type"] != NOT_SPAM
+    if spam:
         suppressions.suppress(db, original.server_id, original.rcpt_to,
                               reason="SpamComplaint", origin="complaint",
                               details=f"{report['feedback_type']} report from "
                                       f"{report['user_agent'] or 'a feedback loop'}"[:1000])
     db.flush()
+    if spam:
+        observability.count("complained")
+    # Which message, never who complained: the recipient's address is not written.
+    observability.log("complaint.received", "warning" if spam else "info",
+                      complaint_id=stored.id, original_message_id=original.id,
+                      token=original.token, server_id=original.server_id,
+                      feedback_type=report["feedback_type"], user_agent=report["user_agent"],
+                      suppressed=spam)
     return stored
 

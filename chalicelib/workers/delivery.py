@@ -26,9 +26,12 @@ Each of the three transactions is as few statements as possible, written with co
 the source, the bytes of an earlier attempt, the signing domain, a stale InFlight attempt and
 an active suppression; the InFlight marker (with the prepared bytes) and the outcome (message,
 attempt, event, counters, webhook fan-out) are each ONE statement on PostgreSQL, chained with
-data-modifying CTEs, and a few statements in one transaction on SQLite. The outcome's counters
-(``db/counters``) and webhook rows (``webhooks.fan_out_statement``) are computed here because
-no ORM flush sees core statements.
+data-modifying CTEs, and a few statements in one transaction on SQLite (the statements and
+how they run: ``workers/delivery_writes.py``). The outcome's counters (``db/counters``) and
+webhook rows (``webhooks.fan_out_statement``) are computed here because no ORM flush sees core
+statements. The marker and the outcome are both written only while the claim is ours: a
+worker whose claim expired during DATA records nothing (``delivery.claim_lost``) over the
+next worker's outcome-unknown hold.
 """
 from __future__ import annotations
 
@@ -39,26 +42,26 @@ import uuid as uuid_module
 from collections import Counter
 from datetime import timedelta
 from types import SimpleNamespace
+from typing import Any, Callable, NamedTuple
 
-from sqlalchemy import Integer, bindparam, case, func, insert, literal, literal_column, or_, \
-    select, text, update
+from sqlalchemy import bindparam, func, literal_column, or_, select
 
 from chalicelib import clock, observability, queues
 from chalicelib.db import counters, session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import (Delivery, Domain, Message, MessageEvent, MessageRaw, Server,
-                                  Stream, Submission, Suppression, Webhook, WebhookRequest)
+from chalicelib.db.models import (Delivery, Domain, Message, MessageRaw, Server, Stream,
+                                  Submission, Suppression)
 from chalicelib.services import bounce_categories, claims, delivery, dkim_signing, domains, \
     retry, suppressions, tracking, unsubscribe, webhooks
 from chalicelib.queues import SQS_MAX_DELAY
+from chalicelib.workers import delivery_writes as writes
 from chalicelib.workers.registry import QueueWorker, register
 
 log = logging.getLogger(__name__)
 
 QUEUE = "deliveries"
 ACTIVE = ("Pending", "SoftFail", "Scheduled")  # Scheduled: due at its send_at
-M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
-              MessageRaw.__table__)
+M, D, R = Message.__table__, Delivery.__table__, MessageRaw.__table__
 WEBHOOKS_QUEUE = "webhooks"
 
 
@@ -109,18 +112,9 @@ def _claim_statement(many: bool = False):
                                   M.c.scope == "outgoing", many=many)
 
 
-_statements: dict = {}
 # Set by delivery_batch.process_batch while this thread works through a batch.
 _batch = threading.local()
-
-
-def _cached(key, build):
-    """Our statements are built once per shape with bind parameters and reused: SQLAlchemy
-    then skips their construction, cache key and compilation (~1-3 ms per delivery)."""
-    stmt = _statements.get(key)
-    if stmt is None:
-        stmt = _statements[key] = build()
-    return stmt
+_cached = writes.cached
 
 
 def return_path(message) -> str:
@@ -181,17 +175,17 @@ def _attempt(db, message, worker: str) -> str:
     if message.stale is not None:
         return _resolve_unknown(db, message, message.stale, worker)
     if message.suppressed is not None:
-        _finish(db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
-                                      "status_details": "the recipient is on the suppression list"},
-                event=("MessageHeld", f"{message.rcpt_to} is on the suppression list "
-                                      f"({message.suppressed})"))
-        _held(message, "the recipient is on the suppression list")
-        return "held"
+        return _said("held", _finish(
+            db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
+                                  "status_details": "the recipient is on the suppression list"},
+            event=("MessageHeld", f"{message.rcpt_to} is on the suppression list "
+                                  f"({message.suppressed})"),
+            observe=lambda: _held(message, "the recipient is on the suppression list")))
     if message.server_mode == "Development":  # switched to Development after submission
-        _finish(db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
-                                      "status_details": "server in development mode"},
-                event=("MessageHeld", "server in development mode; not sent"))
-        return "held"
+        return _said("held", _finish(
+            db, message, worker, {"status": "Held", "held": True, "next_attempt_at": None,
+                                  "status_details": "server in development mode"},
+            event=("MessageHeld", "server in development mode; not sent")))
     if message.domain_name is None or message.source is None:
         outcome = delivery.Outcome(delivery.HARD, "the sending domain (or the message source) "
                                    "was removed from the server; the message cannot be signed")
@@ -202,7 +196,11 @@ def _attempt(db, message, worker: str) -> str:
         # Prepared once (tracking, then DKIM); every attempt sends these same bytes, and GET
         # .../raw shows them. Written with the InFlight marker (or the outcome).
         data = raw = _prepare(db, message)
-    db.commit()  # no transaction (nor SQLite write lock) stays open during network I/O
+    if not getattr(_batch, "claim_open", False):
+        # No transaction (nor SQLite write lock) stays open during network I/O, except a
+        # batch's open claim on PostgreSQL: it commits with this first message's marker or
+        # outcome (workers/delivery_batch.py, "One commit for the claim and the first marker").
+        db.commit()
     try:
         hosts = delivery.targets(message.rcpt_to.rpartition("@")[2])
     except delivery.TargetError as exc:
@@ -250,144 +248,47 @@ def _prepare(db, message) -> bytes:
                                      selector=message.dkim_selector, private_pem=key)
 
 
-def _run(db, key: tuple, build, params: dict):
-    """Run the statements ``build()`` returns (cached per ``key``, their shape) with
-    ``params`` as one transaction's writes, commit, and return the last one's rows. On
-    PostgreSQL they are ONE statement (data-modifying CTEs, each seeing the snapshot from
-    before the statement: none of them reads what another writes); elsewhere one by one."""
-    dialect = db.get_bind().dialect.name
-    composed = _cached((dialect, *key), lambda: _compose(dialect, build()))
-    if dialect == "postgresql":
-        return _single(db, composed, params)
-    rows = []
-    for stmt, names in composed:
-        # Only its own parameters (other keys would read as columns of an INSERT/UPDATE);
-        # .all(): an open RETURNING cursor would keep SQLite busy.
-        rows = db.execute(stmt, {n: params[n] for n in names if n in params}).all()
-    db.commit()
-    return rows
-
-
-def _compose(dialect: str, statements: list):
-    if dialect != "postgresql":
-        return [(stmt, tuple(stmt.compile().params)) for stmt in statements]
-    if len(statements) == 1:
-        return statements[0]
-    ctes = [stmt.cte(f"w{i}") for i, stmt in enumerate(statements[:-1])]
-    return select(statements[-1].cte("last")).add_cte(*ctes)
-
-
-def _single(db, stmt, params: dict):
-    """Run ONE statement as its own transaction and return its rows. Unless the session
-    holds uncommitted work that must commit with it (a suppression, a stale attempt's
-    update), that is autocommit mode on PostgreSQL: no BEGIN and no COMMIT round trip, and a
-    single statement is atomic all the same."""
-    autocommit = None if db.in_transaction() else autocommit_engine()
-    if autocommit is None:
-        rows = db.execute(stmt, params).all()
-        db.commit()
-        return rows
-    with autocommit.connect() as conn:
-        return conn.execute(stmt, params).all()
-
-
-def _bind(name: str, column):
-    return bindparam(name, type_=column.type)
-
-
 class ClaimLost(Exception):
     """Our claim on the row expired and another worker took it: stop before DATA."""
-
-
-def _in_flight_statements(with_raw: bool) -> list:
-    """The InFlight marker (and the prepared bytes), written only while the claim is still
-    ours: INSERT ... SELECT FROM the message row WHERE locked_by = us. A worker that outlived
-    its claim (CLAIM_TIMEOUT_SECONDS) writes nothing and does not send, so two workers never
-    both reach DATA for one message."""
-    held = (M.c.id == _bind("i_mid", M.c.id), M.c.locked_by == _bind("i_worker", M.c.locked_by))
-    statements = []
-    if with_raw:
-        statements.append(insert(R).from_select(
-            ["message_id", "raw"], select(M.c.id, _bind("i_raw", R.c.raw)).where(*held))
-            .returning(R.c.message_id))
-    statements.append(insert(D).from_select(
-        ["message_id", "status", "stage", "host", "tls", "created_at"],
-        select(M.c.id, literal("InFlight"), literal("data"), _bind("i_host", D.c.host),
-               literal(False), _bind("i_now", D.c.created_at)).where(*held))
-        .returning(D.c.id))
-    return statements
 
 
 def _mark_in_flight(db, message_id: int, host: str, raw: bytes | None, worker: str) -> int:
     params = {"i_mid": message_id, "i_host": host, "i_now": clock.now(), "i_worker": worker}
     if raw is not None:
         params["i_raw"] = raw
-    key, build = ("in_flight", raw is not None), lambda: _in_flight_statements(raw is not None)
+    key = ("in_flight", raw is not None)
+    build = lambda: writes.in_flight_statements(raw is not None)  # noqa: E731
     batch = getattr(_batch, "deferred", None)
     if batch is not None and batch.has_outcome():
         # The previous message's outcome commits with this marker (delivery_batch.py)
         return batch.write_with_marker(db, key, build, params)
-    # _run commits: the marker is durable before the remote server can accept the message
-    rows = _run(db, key, build, params)
-    if not rows:
+    # run() commits: the marker is durable before the remote server can accept the message
+    markers = writes.run(db, key, [(build, "marker", False)], params).get("marker")
+    if not markers:
         raise ClaimLost(f"the claim on message {message_id} expired before DATA")
-    return rows[0][0]
+    return markers[0]
 
 
-def _finish_statements(dialect: str, values: tuple, attempt: tuple | None, attempt_id: bool,
-                       raw: bool, counter_items: list, event: bool) -> list:
-    """The outcome's statements for one shape, every value a bind parameter (m_*, a_*, r_raw,
-    e_*, the counters' own names, wh_event): see ``_finish`` for the values."""
-    mid, now, worker = _bind("m_id", M.c.id), _bind("m_now", M.c.updated_at), \
-        _bind("m_worker", M.c.locked_by)
-    mine = M.c.locked_by == worker
-    statements = [update(M).where(M.c.id == mid)
-                  # updated_at explicitly: a CTE's DML gets no Python-side onupdate
-                  .values(**{k: _bind(f"m_{k}", M.c[k]) for k in values}, updated_at=now,
-                          locked_by=case((mine, None), else_=M.c.locked_by),
-                          locked_at=case((mine, None), else_=M.c.locked_at))
-                  .returning(M.c.id)]
-    if attempt is not None:
-        columns = {k: _bind(f"a_{k}", D.c[k]) for k in attempt}
-        statements.append(
-            update(D).where(D.c.id == _bind("a_id", D.c.id)).values(**columns)
-            .returning(D.c.id) if attempt_id else
-            insert(D).values(message_id=mid, **columns).returning(D.c.id))
-    if raw:
-        statements.append(insert(R).values(message_id=mid, raw=_bind("r_raw", R.c.raw))
-                          .returning(R.c.message_id))
-    if event:
-        statements.append(insert(E).values(
-            message_id=mid, server_id=_bind("e_server", E.c.server_id),
-            event=_bind("e_event", E.c.event), uuid=_bind("e_uuid", E.c.uuid),
-            details=_bind("e_details", E.c.details), created_at=now).returning(E.c.id))
-    if counter_items:
-        statements.append(counters.upsert_statement(len(counter_items), returning=True))
-    if event:
-        statements.append(_fan_out_statement(dialect, mid, now))
-    return statements
-
-
-def _fan_out_statement(dialect: str, mid, now):
-    """``webhooks.fan_out_statement`` with bind parameters (e_server, e_event, e_uuid,
-    e_body, wh_event): one INSERT ... SELECT FROM webhooks ... RETURNING id."""
-    table, hooks = WebhookRequest.__table__, Webhook.__table__
-    rows = select(hooks.c.server_id, hooks.c.id, mid, _bind("e_event", table.c.event),
-                  _bind("e_uuid", table.c.uuid), _bind("e_body", table.c.body),
-                  literal(0, Integer), now, now) \
-        .where(hooks.c.server_id == _bind("e_server", hooks.c.server_id),
-               hooks.c.enabled.is_(True), text(webhooks.SUBSCRIBED_SQL[dialect]))
-    return insert(table).from_select(
-        ["server_id", "webhook_id", "message_id", "event", "uuid", "body", "attempts",
-         "next_attempt_at", "created_at"], rows).returning(table.c.id)
+class PendingOutcome(NamedTuple):
+    """An outcome's statements and what follows their commit (``settle``)."""
+    message: Any
+    status: str | None
+    key: tuple
+    build: Callable[[], list]
+    params: dict
+    wants_hooks: bool
+    observe: Callable[[], None] | None
 
 
 def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | None = None,
             attempt: dict | None = None, attempt_id: int | None = None,
-            raw: bytes | None = None) -> list[int]:
-    """The outcome's writes in one transaction: the message (and the release of our claim),
-    the attempt, the prepared bytes, the event with its counters and webhook rows. Commits;
-    the webhook rows are woken when the session scope ends."""
+            raw: bytes | None = None, observe: Callable[[], None] | None = None) -> bool | None:
+    """The outcome's writes in one transaction, guarded on our claim: the message (and the
+    release of the claim), the attempt, the prepared bytes, the event with its counters and
+    webhook rows. Commits; the webhook rows are woken when the session scope ends and
+    ``observe`` (its log line and counter) runs once it is written. False when the claim was
+    no longer ours (nothing written, ``delivery.claim_lost`` logged); None when deferred to
+    the batch's next write."""
     dialect = db.get_bind().dialect.name
     now = clock.now()
     params = {"m_id": message.id, "m_now": now, "m_worker": worker,
@@ -418,18 +319,35 @@ def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
     params.update(counters.upsert_params(items))
     shape = ("finish", tuple(values), tuple(attempt) if attempt is not None else None,
              attempt_id is not None, raw is not None, len(items), event is not None)
-    build = lambda: _finish_statements(dialect, *shape[1:5], items,  # noqa: E731
-                                       event is not None)
+    build = lambda: writes.finish_statements(dialect, *shape[1:5], items,  # noqa: E731
+                                             event is not None)
+    outcome = PendingOutcome(message, values.get("status"), shape, build, params,
+                             event is not None, observe)
     batch = getattr(_batch, "deferred", None)
     if batch is not None and not db.in_transaction():
         # In a batch the outcome is written with the next message's in-flight marker, or at
         # the batch's end: one commit fewer per message (workers/delivery_batch.py).
-        batch.defer(db, shape, build, params, event is not None)
-        return []
-    rows = _run(db, shape, build, params)
-    hooks = [row[0] for row in rows] if event is not None else []
-    wake_webhooks(db, hooks)
-    return hooks
+        batch.defer(db, outcome)
+        return None
+    return settle(db, outcome, writes.run(db, shape, [(build, "hook", True)], params))
+
+
+def settle(db, outcome: PendingOutcome, tagged: dict[str, list[int]]) -> bool:
+    """After an outcome's write: wake its webhook rows and observe it; or, when its claim was
+    no longer ours (it expired during the attempt and another worker took the message, which
+    it may already have held as outcome-unknown), say so: nothing of it was written."""
+    message = outcome.message
+    if writes.CLAIM not in tagged:
+        observability.log("delivery.claim_lost", "warning", message_id=message.id,
+                          token=message.token, server_id=message.server_id,
+                          outcome=outcome.status,
+                          details="the claim expired and another worker took the message; "
+                                  "this outcome was not recorded")
+        return False
+    wake_webhooks(db, tagged.get("hook", []) if outcome.wants_hooks else [])
+    if outcome.observe is not None:
+        outcome.observe()
+    return True
 
 
 def wake_webhooks(db, hooks: list[int]) -> None:
@@ -475,10 +393,14 @@ def _record(db, message, worker: str, outcome: delivery.Outcome, attempt_id: int
                    code=outcome.code, output=outcome.output, details=details, category=category,
                    tls=outcome.tls,
                    duration_ms=outcome.duration_ms, created_at=now)
-    _finish(db, message, worker, values, event=event, attempt=attempt, attempt_id=attempt_id,
-            raw=raw)
-    _observe(message, values["status"], attempt, attempts)
-    return status
+    return _said(status, _finish(
+        db, message, worker, values, event=event, attempt=attempt, attempt_id=attempt_id,
+        raw=raw, observe=lambda: _observe(message, values["status"], attempt, attempts)))
+
+
+def _said(result: str, written: bool | None) -> str:
+    """What a worker reports for an outcome: ``claim-lost`` when it was not recorded."""
+    return "claim-lost" if written is False else result
 
 
 def _observe(message, status: str, attempt: dict, attempts: int) -> None:
@@ -498,13 +420,13 @@ def _resolve_unknown(db, message, stale_id: int, worker: str) -> str:
     stale.details = ("the worker stopped after starting to transmit the message data to "
                      f"{stale.host}; the remote server may have accepted it")
     db.flush()
-    _finish(db, message, worker, {
+    host = stale.host
+    return _said("unknown", _finish(db, message, worker, {
         "status": "Held", "held": True, "next_attempt_at": None,
         "status_details": ("delivery outcome unknown (a worker stopped after sending the "
-                           "message data); held for review instead of risking a duplicate")})
-    _held(message, "delivery outcome unknown: the worker stopped after sending DATA to "
-                   f"{stale.host}")
-    return "unknown"
+                           "message data); held for review instead of risking a duplicate")},
+        observe=lambda: _held(message, "delivery outcome unknown: the worker stopped after "
+                                       f"sending DATA to {host}")))
 
 
 def _held(message, reason: str) -> None:

@@ -5,7 +5,13 @@ What a batch changes
 --------------------
 * **One claim.** The rows named by the wake-ups are claimed in ONE ``UPDATE ... WHERE id IN
   (...) RETURNING`` (the same conditions and the same RETURNING as a single claim); a row not
-  claimed gets the single path's closer look (``delivery.not_claimed``).
+  claimed gets the single path's closer look (``delivery.not_claimed``, in a session of its
+  own).
+* **One commit for the claim and the first marker** (PostgreSQL). The claim is not committed
+  on its own: it opens the session's transaction, which commits with the first message's
+  first write, its in-flight marker right before DATA (or its outcome, when it never gets
+  there: suppressed, DNS failure, refused at MAIL or RCPT). SQLite commits the claim at once
+  (its write lock would stop every other writer during the network I/O).
 * **One connection per destination.** Claimed messages are worked through sorted by
   recipient domain, so consecutive messages for one destination go over one SMTP session
   (``services/delivery.py`` keeps it, with RSET between messages; a dropped session or a 421
@@ -13,7 +19,8 @@ What a batch changes
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
   same commit, as the next message's in-flight marker, and the last one at the batch's end.
-  That is one commit per message plus two per batch, where a message alone costs three.
+  That is one commit per message plus one per batch on PostgreSQL (plus two on SQLite),
+  where a message alone costs three.
 
 What does not change
 --------------------
@@ -21,24 +28,45 @@ What does not change
   its outcome is recorded against its own claim (``locked_by``).
 * The in-flight marker keeps its meaning per message: it is committed right before that
   message's DATA, never earlier or for another message.
-* A worker killed anywhere leaves every row done once or due again. Killed before a message's
-  marker: that message (and every later one of the batch) has no marker, so when the claims
-  expire (CLAIM_TIMEOUT_SECONDS) the sweeper wakes them and they are sent. Killed after a
+* A worker killed anywhere leaves every row done once or due again. Killed before the first
+  message's first write (PostgreSQL): the claim was never committed; the connection's end
+  rolls it back and every row is due at once (no message reached DATA). Killed before a later
+  message's marker: that message (and every later one of the batch) has no marker, so when
+  the claims expire (CLAIM_TIMEOUT_SECONDS) the sweeper wakes them and they are sent. An
+  unexpected error in the first message rolls the open claim back: the rows are claimed
+  again at once (the failed one too, so it waits out its claim: no tight loop). Killed after a
   marker but before that message's outcome was written (which, in a batch, is until the NEXT
   message's marker commits): the stale marker makes the next worker hold the message as
   ``Unknown`` instead of resending it, as for a single message. The window in which a message
   the remote server accepted ends up ``Unknown`` is therefore a little longer in a batch (it
   includes the next message's MAIL and RCPT); it is the price of the commit saved.
+
+What the merged claim costs
+---------------------------
+Until the first write commits, the batch's rows are locked by an open transaction during the
+first message's preparation and connection set-up (DNS, connect, EHLO/STARTTLS, MAIL, RCPT:
+milliseconds to a reachable MX, at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
+updating those rows meanwhile waits for that commit instead of running at once: a duplicate
+wake-up's claim (it then finds the rows claimed), the sweeper's wake-up mark (it then finds
+them claimed and skips them), an API action on one of them. Nothing is lost or sent twice by
+the wait, and a killed worker's connection ends its transaction. A database with an
+``idle_in_transaction_session_timeout`` shorter than that set-up would end the session: the
+first message then fails before its DATA (retried when its claim expires; the rest go on), so
+keep it off (the default) or longer. Each
+batch also pays two round trips more (START TRANSACTION and COMMIT around the claim) for the
+commit (a WAL flush) it saves.
 """
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import BigInteger, cast, literal, select, union_all
+from sqlalchemy import event
 
 from chalicelib.db import session_scope
+from chalicelib.db.engine import autocommit_engine
 from chalicelib.services import claims
 from chalicelib.workers import delivery
+from chalicelib.workers import delivery_writes as writes
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +81,32 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
     with session_scope() as db:
         claim = delivery._cached("claim_many", lambda: delivery._claim_statement(many=True))
         params = claims.claim_many_params(ids, worker)
-        rows = delivery.claim_rows(db, claim, params)
-        db.commit()  # SQLite claims in the session: commit before not_claimed rolls back
+        # PostgreSQL: the claim opens the session's transaction, which commits with the first
+        # message's first write (its in-flight marker, or its outcome). SQLite: a write lock
+        # must not stay open during network I/O, so the claim commits at once.
+        merged = autocommit_engine() is not None
+        if merged:
+            rows = db.execute(claim, params).all()
+        else:
+            rows = delivery.claim_rows(db, claim, params)
+            db.commit()
         claimed = {row.id: row for row in rows}
-        for message_id in ids:
-            if message_id not in claimed:
-                results[message_id] = delivery.not_claimed(db, message_id,
-                                                            params.get(claims.CLAIM_NOW))
-        db.commit()
+        if not claimed:
+            db.rollback()  # nothing claimed: no transaction to keep open
+        unclaimed = [i for i in ids if i not in claimed]
+        if unclaimed:  # another session: not_claimed's rollback would drop our open claim
+            with session_scope() as other:
+                for message_id in unclaimed:
+                    results[message_id] = delivery.not_claimed(
+                        other, message_id, params.get(claims.CLAIM_NOW))
         deferred = Deferred()
         delivery._batch.deferred = deferred
+        delivery._batch.claim_open = merged and bool(claimed)
+        event.listen(db, "after_commit", _claim_committed)
         try:
-            for message in sorted(claimed.values(), key=_destination):
+            queue = sorted(claimed.values(), key=_destination)
+            while queue:
+                message = queue.pop(0)
                 try:
                     results[message.id] = delivery._attempt(db, message, worker)
                 except Exception:  # noqa: BLE001
@@ -73,13 +115,40 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
                     log.exception("delivery of message %s failed unexpectedly", message.id)
                     db.rollback()
                     results[message.id] = "failed"
+                    if delivery._batch.claim_open:  # the rollback took the claim back
+                        delivery._batch.claim_open = False
+                        queue = _claim_again(db, claim, worker, message.id, queue, results)
+                if delivery._batch.claim_open:  # not committed by a write after all: now
+                    db.commit()
             delivery._batch.deferred = None
             deferred.flush()
+            for message_id in deferred.lost:  # its outcome was not written: see settle()
+                results[message_id] = "claim-lost"
         finally:
             # A BaseException (the worker is being killed) writes nothing more, as a real
-            # kill would not: the pending outcome is lost and its marker speaks for it.
+            # kill would not: the pending outcome is lost and its marker speaks for it; a
+            # claim still open is rolled back (nothing of the batch reached DATA yet).
             delivery._batch.deferred = None
+            delivery._batch.claim_open = False
+            event.remove(db, "after_commit", _claim_committed)
     return results
+
+
+def _claim_committed(_session) -> None:
+    """The session committed: the batch's claim (if it was still open) is durable now."""
+    delivery._batch.claim_open = False
+
+
+def _claim_again(db, claim, worker: str, failed_id: int, queue: list, results: dict) -> list:
+    """An unexpected error in the first message rolled back the batch's open claim: claim
+    the failed row again (its claim then expires as a single message's would: no tight
+    loop) and the rest, committed at once. Returns the rest still ours, in order."""
+    again = {row.id: row for row in delivery.claim_rows(
+        db, claim, claims.claim_many_params([failed_id] + [m.id for m in queue], worker))}
+    for message in queue:
+        if message.id not in again:
+            results[message.id] = "claimed-elsewhere"
+    return [again[m.id] for m in queue if m.id in again]
 
 
 def _destination(message) -> tuple:
@@ -90,71 +159,41 @@ class Deferred:
     """At most one message's outcome waiting to be written with the next in-flight marker."""
 
     def __init__(self):
-        self._outcome: tuple | None = None
+        self._db = None
+        self._outcome: delivery.PendingOutcome | None = None
+        self.lost: list[int] = []  # messages whose outcome found their claim taken
 
     def has_outcome(self) -> bool:
         return self._outcome is not None
 
-    def defer(self, db, key: tuple, build, params: dict, wants_hooks: bool) -> None:
+    def defer(self, db, outcome: delivery.PendingOutcome) -> None:
         if self._outcome is not None:  # two outcomes without a marker between: write one now
             self.flush()
-        self._outcome = (db, key, build, params, wants_hooks)
+        self._db, self._outcome = db, outcome
 
     def flush(self) -> None:
         if self._outcome is None:
             return
-        db, key, build, params, wants_hooks = self._outcome
+        db, outcome = self._db, self._outcome
         self._outcome = None
-        rows = delivery._run(db, key, build, params)
-        delivery.wake_webhooks(db, [row[0] for row in rows] if wants_hooks else [])
+        self._settle(db, outcome, writes.run(db, outcome.key, [
+            (outcome.build, "hook", True)], outcome.params))
+
+    def _settle(self, db, outcome: delivery.PendingOutcome, tagged: dict) -> None:
+        if not delivery.settle(db, outcome, tagged):
+            self.lost.append(outcome.message.id)
 
     def write_with_marker(self, db, key: tuple, build, params: dict) -> int:
         """The marker's statements and the pending outcome's as ONE transaction (on
-        PostgreSQL one statement); returns the marker's Delivery id."""
-        _, outcome_key, outcome_build, outcome_params, wants_hooks = self._outcome
+        PostgreSQL one statement); returns the marker's Delivery id. Each is guarded on its
+        own message's claim: a lost one writes nothing of its part."""
+        outcome = self._outcome
         self._outcome = None
-        tagged = _run_tagged(db, ("with_marker", key, outcome_key),
-                             [(build, "marker"), (outcome_build, "hook" if wants_hooks else None)],
-                             {**params, **outcome_params})
-        delivery.wake_webhooks(db, tagged.get("hook", []))
+        tagged = writes.run(db, ("with_marker", key, outcome.key),
+                            [(build, "marker", False), (outcome.build, "hook", True)],
+                            {**params, **outcome.params})
+        self._settle(db, outcome, tagged)
         markers = tagged.get("marker", [])
         if not markers:  # the previous outcome is written; this message's claim expired
             raise delivery.ClaimLost("the claim expired before DATA")
         return markers[0]
-
-
-def _run_tagged(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
-    """Like ``delivery._run`` for several groups of statements written together: returns,
-    per tag, the ids the last statement of that group returned."""
-    dialect = db.get_bind().dialect.name
-    composed = delivery._cached((dialect, *key),
-                                lambda: _compose(dialect, [(b(), t) for b, t in parts]))
-    if dialect == "postgresql":
-        rows = delivery._single(db, composed, params)
-        tagged: dict[str, list[int]] = {}
-        for tag, row_id in rows:
-            tagged.setdefault(tag, []).append(row_id)
-        return tagged
-    tagged = {}
-    for statements, tag in composed:
-        for i, (stmt, names) in enumerate(statements):
-            rows = db.execute(stmt, {n: params[n] for n in names if n in params}).all()
-            if tag is not None and i == len(statements) - 1:
-                tagged[tag] = [row[0] for row in rows]
-    db.commit()
-    return tagged
-
-
-def _compose(dialect: str, groups: list):
-    if dialect != "postgresql":
-        return [([(stmt, tuple(stmt.compile().params)) for stmt in statements], tag)
-                for statements, tag in groups]
-    ctes, selects = [], []
-    for statements, tag in groups:
-        for i, stmt in enumerate(statements):
-            cte = stmt.cte(f"w{len(ctes)}")
-            ctes.append(cte)
-            if tag is not None and i == len(statements) - 1:
-                selects.append(select(literal(tag).label("tag"),
-                                      cast(list(cte.c)[0], BigInteger).label("id")))
-    return (union_all(*selects) if len(selects) > 1 else selects[0]).add_cte(*ctes)

@@ -4,9 +4,11 @@ return path or at a feedback-loop address, are matched to the message, stored li
 from __future__ import annotations
 
 import email
+import json
 from email import policy
 
 from tests.e2e.smtp_support import plain_client
+from tests.e2e.test_observability import logs, metrics  # noqa: F401  (logs: a fixture)
 from tests.e2e.test_sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, wait_for
 
@@ -136,3 +138,30 @@ def test_unmatched_report_at_the_fbl_address_is_accepted_and_dropped(stack, api,
         code, _ = client.docmd("RCPT TO:<other@mx.service.test>")
         assert code in (530, 550)
     assert bounces(api, tenant) == []
+
+
+def test_complaints_are_counted_and_logged_without_the_recipient(stack, api, tenant, mx, logs):
+    """A spam report adds to MessagesComplained (GET /metrics) and writes a complaint.received
+    line naming the message, not the person; a not-spam report is logged, not counted."""
+    before = metrics(api)["email_service_complained_total"]
+    r, received, stored = delivered(api, tenant, mx)
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("", [received.mail_from], arf(to=received.mail_from, original=stored))
+    line = logs.wait("complaint.received", token=r["token"])
+    assert line["level"] == "WARNING"
+    assert (line["original_message_id"], line["feedback_type"], line["suppressed"]) == \
+        (r["id"], "abuse", True)
+    [complaint] = bounces(api, tenant)
+    assert line["complaint_id"] == complaint["id"]
+    assert metrics(api)["email_service_complained_total"] == before + 1
+
+    second, received2, stored2 = delivered(api, tenant, mx)
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("", [received2.mail_from],
+                        arf(to=received2.mail_from, original=stored2, feedback_type="not-spam"))
+    quiet = logs.wait("complaint.received", token=second["token"])
+    assert (quiet["level"], quiet["feedback_type"], quiet["suppressed"]) == \
+        ("INFO", "not-spam", False)
+    assert metrics(api)["email_service_complained_total"] == before + 1
+    for written, to in ((line, r["rcpt_to"]), (quiet, second["rcpt_to"])):
+        assert to.lower() not in json.dumps(written).lower()
