@@ -53,6 +53,17 @@ def organizations_query(principal):
     return stmt
 
 
+def update_organization(db: Session, org: Organization, *, name: str | None = None,
+                        time_zone: str | None = None) -> Organization:
+    """Rename or change the time zone (the permalink, which URLs use, stays)."""
+    if name is not None:
+        org.name = name
+    if time_zone is not None:
+        org.time_zone = time_zone
+    db.flush()
+    return org
+
+
 def delete_organization(db: Session, org: Organization) -> None:
     db.delete(org)
 

@@ -14,6 +14,7 @@ RANK = {role: rank for rank, role in enumerate(ROLES)}
 # action -> least role that may perform it inside an organization; None: instance admins only.
 ACTIONS: dict[str, str | None] = {
     "organization.read": "viewer",
+    "organization.update": "admin",
     "organization.delete": "owner",
     "members.read": "viewer",
     "members.manage": "admin",

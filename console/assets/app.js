@@ -48,7 +48,7 @@ function match(pathname) {
 
 // The least role an action needs, as the service enforces it (services/permissions.py).
 const ACTIONS = {
-  'organization.delete': 'owner', 'members.manage': 'admin', 'invitations.read': 'admin',
+  'organization.delete': 'owner', 'organization.update': 'admin', 'members.manage': 'admin', 'invitations.read': 'admin',
   'invitations.manage': 'admin', 'servers.manage': 'admin', 'domains.manage': 'member',
   'credentials.read': 'member', 'credentials.manage': 'admin', 'routes.manage': 'member',
   'webhooks.read': 'member', 'webhooks.manage': 'member', 'suppressions.manage': 'member',
@@ -182,6 +182,7 @@ async function render() {
       params, query: url.searchParams, me, go, can: (action) => can(action, params.org),
       role: roleIn(params.org), server: params.server ? `${params.org}/${params.server}` : null,
       refreshMe: () => loadMe(true), signedIn, render,
+      forgetZone: () => zones.delete(params.org), // after the organization's time_zone changed
     };
     document.title = `${route.title} · Email service`;
     const node = await page(ctx);

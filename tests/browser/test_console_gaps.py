@@ -244,3 +244,30 @@ def test_server_pages_show_dates_in_the_organizations_time_zone(console, api, st
     page = console.open("/account")
     page.get_by_role("heading", name="Your account", level=1).wait_for()
     assert "Times in" not in page.locator("body").inner_text()
+
+
+def test_an_admin_renames_the_organization_and_changes_its_time_zone(console, browser, api):
+    tenant = make_tenant(api)
+    admin = _member_of(api, tenant, "admin")
+    console.sign_in(admin["email_address"])
+    page = console.open(f"/orgs/{tenant.org}")
+    settings = page.locator("form", has=page.get_by_label("Time zone"))
+    settings.get_by_label("Organization name").fill("Renamed Inc.")
+    settings.get_by_label("Time zone").select_option("America/New_York")
+    settings.get_by_role("button", name="Save settings").click()
+    page.get_by_role("heading", name="Renamed Inc.", level=1).wait_for()
+    page.locator("#side", has_text="Times in America/New_York").wait_for()
+    org = Api.data(api.get(f"/api/v2/admin/organizations/{tenant.org}"))["organization"]
+    assert (org["name"], org["time_zone"]) == ("Renamed Inc.", "America/New_York")
+    console.shot("org-settings")
+    # A member (no organization.update) is not offered the form.
+    member = _member_of(api, tenant, "member")
+    other = Console(browser, console.base_url)
+    try:
+        other.sign_in(member["email_address"])
+        mpage = other.open(f"/orgs/{tenant.org}")
+        mpage.get_by_role("heading", name="Members").wait_for()
+        assert mpage.get_by_label("Time zone").count() == 0
+        assert not other.errors, other.errors
+    finally:
+        other.close()

@@ -184,3 +184,27 @@ def test_admin_can_lift_a_lockout_and_set_a_password(api, monkeypatch):
     Api.data(api.patch(f"{ADMIN}/users/{person.id}", {"password": "set by the operator"}))
     Api.error(api.get("/api/v2/auth/me", bearer=person.token), 401, "Unauthorized")
     login(api, person.email, "set by the operator")
+
+
+def test_organization_name_and_time_zone_change_by_admins_only(api, team):
+    a = team["org_a"]
+    changed = Api.data(api.patch(org_path(a), {"name": "Renamed", "time_zone": "Asia/Kolkata"},
+                                 bearer=team["admin"].token))["organization"]
+    assert (changed["name"], changed["time_zone"], changed["permalink"]) == \
+        ("Renamed", "Asia/Kolkata", a)  # the permalink in URLs stays
+    shown = Api.data(api.get(org_path(a), bearer=team["viewer"].token))["organization"]
+    assert shown["time_zone"] == "Asia/Kolkata"
+    Api.error(api.patch(org_path(a), {"name": "x"}, bearer=team["member"].token),
+              403, "Forbidden")
+    Api.error(api.patch(org_path(team["org_b"]), {"name": "x"}, bearer=team["admin"].token),
+              404, "NotFound")
+    err = Api.error(api.patch(org_path(a), {"time_zone": "Mars/Olympus"},
+                              bearer=team["owner"].token), 422, "ValidationError")
+    assert err["field"] == "time_zone" and "IANA" in err["message"]
+    err = Api.error(api.post(f"{ADMIN}/organizations", {"name": "Z", "time_zone": "../etc/x"},
+                             bearer=team["owner"].token), 422, "ValidationError")
+    assert err["field"] == "time_zone"
+    Api.error(api.patch(org_path(a), {"name": ""}, bearer=team["owner"].token),
+              422, "ValidationError")
+    assert Api.data(api.get(org_path(a), bearer=team["owner"].token))["organization"][
+        "name"] == "Renamed"

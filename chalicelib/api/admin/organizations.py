@@ -7,7 +7,8 @@ from chalicelib import errors, shapes
 from chalicelib.api import records
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, ServerIn, ServerUpdate, SuspendIn
+from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, OrganizationUpdate, ServerIn, \
+    ServerUpdate, SuspendIn
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server
 from chalicelib.services import lookup, organizations, permissions
@@ -44,6 +45,15 @@ def create_organization(call: Call):
 def show_organization(call: Call, org: str):
     return {"organization": records.organization(
         lookup.organization(call.db, call.principal, org, "organization.read"))}
+
+
+@endpoint(bp, ORG, "PATCH", auth=ADMIN, body=OrganizationUpdate,
+          response=shapes.one("organization", shape.Organization))
+def update_organization(call: Call, org: str):
+    found = lookup.organization(call.db, call.principal, org, "organization.update")
+    organizations.update_organization(call.db, found, name=call.body.name,
+                                      time_zone=call.body.time_zone)
+    return {"organization": records.organization(found)}
 
 
 @endpoint(bp, ORG, "DELETE", auth=ADMIN,

@@ -3,17 +3,40 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from chalicelib.api.schemas import Schema
 
 Name = Field(min_length=1, max_length=255)
 
 
+def _time_zone(value: str | None) -> str | None:
+    """An IANA time zone name the tz database knows (``Europe/Berlin``, ``UTC``)."""
+    if value is None:
+        return value
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{value!r} is not an IANA time zone name such as Europe/Berlin "
+                         "or UTC") from None
+    return value
+
+
 class OrganizationIn(Schema):
     name: str = Name
     permalink: str | None = None
-    time_zone: str = "UTC"
+    time_zone: str = Field(default="UTC", max_length=64)
+
+    _zone = field_validator("time_zone")(_time_zone)
+
+
+class OrganizationUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    time_zone: str | None = Field(default=None, max_length=64)
+
+    _zone = field_validator("time_zone")(_time_zone)
 
 
 class ServerIn(Schema):

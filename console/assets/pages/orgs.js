@@ -136,10 +136,33 @@ export async function organization(ctx) {
       }) : null));
   }
 
+  if (ctx.can('organization.update')) out.append(settings(ctx, base, o));
+
   if (ctx.can('organization.delete')) {
     out.append(section('Danger zone', null, actionButton('Delete organization', async () => {
       await del(base); await ctx.refreshMe(); ctx.go('/');
     }, { kind: 'danger', confirm: `Delete ${o.name} with all its servers and messages? This cannot be undone.` })));
   }
   return out;
+}
+
+/** Name and time zone (the permalink in URLs stays). The zone names come from the browser. */
+function settings(ctx, base, o) {
+  const known = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : [];
+  const zones = [...new Set(['UTC', o.time_zone, ...known])];
+  return section('Settings', null, form({
+    fields: [
+      { name: 'name', label: 'Organization name', required: true, value: o.name },
+      { name: 'time_zone', label: 'Time zone', type: 'select', value: o.time_zone,
+        options: zones.map((z) => [z, z.replace(/_/g, ' ')]),
+        help: 'Dates on this organization’s pages are shown in this zone. The address (permalink) does not change.' },
+    ],
+    submit: 'Save settings',
+    onSubmit: async (v) => {
+      await patch(base, v);
+      ctx.forgetZone();
+      await ctx.refreshMe();
+      await ctx.render();
+    },
+  }));
 }
