@@ -173,7 +173,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 """
 
 # Imports app.py the way a cold Lambda does (sys.path[0] is the package root, nothing may be
-# written) and reports the time and which modules were compiled from source on the way.
+# written) and reports the time (wall and CPU) and which modules were compiled from source.
 PROBE = """
 import importlib.machinery, json, os, sys, time
 compiled = []
@@ -182,13 +182,13 @@ def spy(self, data, path, *args, **kwargs):
     compiled.append(os.path.relpath(path))
     return source_to_code(self, data, path, *args, **kwargs)
 importlib.machinery.SourceFileLoader.source_to_code = spy
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 import app
-elapsed = time.perf_counter() - started
+elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
 root = os.getcwd() + os.sep
 loaded = sorted(os.path.relpath(m.__file__) for m in list(sys.modules.values())
                 if (getattr(m, "__file__", None) or "").startswith(root))
-print(json.dumps({"seconds": elapsed, "compiled": compiled, "loaded": loaded,
+print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "compiled": compiled, "loaded": loaded,
                   "dont_write_bytecode": sys.flags.dont_write_bytecode}))
 """
 

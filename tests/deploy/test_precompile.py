@@ -127,3 +127,22 @@ def test_command_line(tmp_path):
                           str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "5 .pyc" in out.stdout and "pkg/broken.py" in out.stderr
+
+
+def test_deploy_script_deploys_the_precompiled_package():
+    """deploy.sh: package, precompile it in place of Chalice's cached copy, and only then
+    upload it to the migrate function and run chalice deploy in the same project."""
+    with open(os.path.join(ROOT, "infra", "deploy.sh"), encoding="utf-8") as fh:
+        text = fh.read().replace("\\\n", " ")  # continued lines as one
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith("#")]
+
+    def first(*parts):
+        return next(i for i, line in enumerate(lines) if all(part in line for part in parts))
+
+    package = first('"$CHALICE" package', '"$BUILD/project"', '"$BUILD/package"')
+    step = first("infra/precompile.py", '--project "$BUILD/project"',
+                 '"$BUILD/package/deployment.zip"')
+    migrate = first("update-function-code", "$BUILD/package/deployment.zip")
+    deploy = first('cd "$BUILD/project"', '"$CHALICE" deploy')
+    assert package < step < migrate < deploy
