@@ -20,7 +20,8 @@ and a zip keeps times only to 2 s, in local time), so timestamp-based files coul
 and be compiled again; unchecked ones are used as they are, and the package is never edited
 in place on Lambda. The tag (``cpython-3XY``) and magic number are this interpreter's, which
 must be the Lambda runtime's: Chalice picks the runtime from the deploying interpreter's
-version (python3.11 here, so cpython-311), and this refuses to run if they differ.
+version (python3.11 here, so cpython-311; the magic number does not change between patch
+releases of 3.11), and this refuses to run if they differ.
 
 The zip is appended to, not rewritten: every existing entry (data, name, time, mode,
 compression) stays byte-identical; only the new entries and the central directory are
