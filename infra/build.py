@@ -9,7 +9,8 @@
   of a ~510 ms import). Hash-based and unchecked, because a zip keeps file times only to
   2 s, which would make timestamp-based .pyc files look stale; the build directory is new
   every time, so they never are. The tag (cpython-3XY) is this interpreter's, and Chalice
-  takes the Lambda runtime from this interpreter's version too;
+  takes the Lambda runtime from this interpreter's version too. The third-party wheels get
+  theirs after `chalice package`, from infra/precompile.py;
 * writes a requirements.txt without what the Lambda runtime already provides or what only the
   SMTP gateway container needs (boto3/botocore/s3transfer: ~16 MB zipped; aiosmtpd), which
   keeps the deployment package well under 25 MB; aws-xray-sdk, whose botocore requirement

@@ -5,7 +5,9 @@
 #      keeps running its CURRENT image here;
 #   2. secrets CloudFormation cannot generate (installation RSA key, ENCRYPTION_KEY), once;
 #   3. build the Chalice project (infra/build.py: placeholders filled from the stack outputs,
-#      Lambda-lean requirements, Chalice's deployment state restored from S3);
+#      Lambda-lean requirements, Chalice's deployment state restored from S3), package it
+#      (chalice package) and add bytecode for the third-party modules (infra/precompile.py),
+#      which also replaces Chalice's cached package so `chalice deploy` reuses that very zip;
 #   4. migrations: the `migrate` function gets the NEW code and runs it (schema to head, admin
 #      key seeded) BEFORE `chalice deploy` switches the API and workers (first deploy: right
 #      after it, as nothing serves tenants yet);
@@ -96,10 +98,11 @@ log "building the Chalice project"
 mkdir -p "$BUILD/deployed"
 aws s3 sync "s3://$STATE_BUCKET/email-service/$STAGE/deployed/" "$BUILD/deployed/" --only-show-errors
 "$PYTHON" "$ROOT/infra/build.py" "$BUILD/project" --stack "$STACK" --deployed "$BUILD/deployed"
+(cd "$BUILD/project" && "$CHALICE" package --stage "$STAGE" "$BUILD/package" >/dev/null)
+"$PYTHON" "$ROOT/infra/precompile.py" --project "$BUILD/project" "$BUILD/package/deployment.zip"
 
 if [ "$FIRST_DEPLOY" = false ] && aws lambda get-function --function-name "email-service-$STAGE-migrate" >/dev/null 2>&1; then
   log "migrating with the new code before traffic switches"
-  (cd "$BUILD/project" && "$CHALICE" package --stage "$STAGE" "$BUILD/package" >/dev/null)
   aws lambda update-function-code --function-name "email-service-$STAGE-migrate" \
     --zip-file "fileb://$BUILD/package/deployment.zip" >/dev/null
   aws lambda wait function-updated --function-name "email-service-$STAGE-migrate"
@@ -109,8 +112,10 @@ else
   MIGRATED=false
 fi
 
-log "chalice deploy --stage $STAGE"
-(cd "$BUILD/project" && "$CHALICE" deploy --stage "$STAGE")
+log "chalice deploy --stage $STAGE (the precompiled package)"
+(cd "$BUILD/project" && "$CHALICE" deploy --stage "$STAGE" | tee "$BUILD/deploy.log")
+grep -q "Reusing existing deployment package" "$BUILD/deploy.log" ||
+  echo "warning: chalice deploy built its own package (no third-party bytecode)" >&2
 aws s3 sync "$BUILD/project/.chalice/deployed/" "s3://$STATE_BUCKET/email-service/$STAGE/deployed/" --only-show-errors
 
 if [ "$MIGRATED" = false ]; then

@@ -1,9 +1,13 @@
 """`chalice package` builds the deployment offline (no AWS credentials) from the same build
-directory infra/deploy.sh uses; the generated CloudFormation must wire what the app declares."""
+directory infra/deploy.sh uses, and infra/precompile.py adds the third-party bytecode as the
+deploy script does; the generated CloudFormation must wire what the app declares, and the zip
+must import from bytecode only."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,16 +18,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "infra"))
 
 import build  # noqa: E402  (infra/build.py)
+import precompile  # noqa: E402  (infra/precompile.py)
 
 QUEUES = ("deliveries", "webhooks", "inbound", "bulk")
 MAX_ZIP_BYTES = 25 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def packaged(tmp_path_factory):
-    work = tmp_path_factory.mktemp("package")
-    project = build.build(str(work / "project"))
-    out = work / "out"
+def _chalice_package(project, out):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AWS_") and k not in ("SQS_QUEUE_PREFIX", "DATABASE_URL")}
     env.update({"AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
@@ -34,9 +35,29 @@ def packaged(tmp_path_factory):
          os.path.join(ROOT, "infra", "gateway-responses.json"), str(out)],
         cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def package_build(tmp_path_factory):
+    """One package build, as infra/deploy.sh makes it: chalice package, then precompile."""
+    work = tmp_path_factory.mktemp("package")
+    project = build.build(str(work / "project"))
+    out = work / "out"
+    _chalice_package(project, out)
+    zip_path = out / "deployment.zip"
+    raw = work / "raw.zip"
+    shutil.copyfile(zip_path, raw)
+    precompile.precompile_package(str(zip_path), project)
     with open(out / "sam.json", encoding="utf-8") as fh:
         template = json.load(fh)
-    return template, out / "deployment.zip"
+    return {"template": template, "zip": zip_path, "raw": raw, "project": project,
+            "work": work}
+
+
+@pytest.fixture(scope="module")
+def packaged(package_build):
+    return package_build["template"], package_build["zip"]
 
 
 def _functions(template):
@@ -133,3 +154,96 @@ def test_every_setting_is_configured_in_every_stage():
         env = settings["environment_variables"]
         missing = [key.env for key in KEYS if key.env not in env]
         assert not missing, (stage, missing)
+
+
+def _third_party_sources(names):
+    return [name for name in names if name.endswith(".py") and precompile.importable(name)
+            and not name.startswith(("chalicelib/", "app.py"))]
+
+
+def test_every_third_party_module_has_unchecked_hash_bytecode(package_build):
+    archive = zipfile.ZipFile(package_build["zip"])
+    entries = {info.filename: info for info in archive.infolist()}
+    sources = _third_party_sources(entries)
+    assert len(sources) > 1000
+    compiled = [name for name in sources if not precompile.left_out(name)]
+    assert any(name.startswith("sqlalchemy/orm/") for name in compiled)
+    assert any(name.startswith("pydantic/") for name in compiled)
+    for name in compiled:
+        pyc = entries.get(precompile.cached_name(name))
+        assert pyc is not None, name
+        data = archive.read(pyc)
+        assert data[:4] == importlib.util.MAGIC_NUMBER, name
+        assert int.from_bytes(data[4:8], "little") == precompile.UNCHECKED_HASH_FLAGS, name
+        assert data[8:16] == importlib.util.source_hash(archive.read(name)), name
+        assert pyc.external_attr == entries[name].external_attr
+        assert pyc.date_time == entries[name].date_time
+    for name in ("app.py", "chalice/app.py", "chalicelib/api/openapi.py"):
+        assert precompile.cached_name(name) in entries
+    left_out = [name for name in sources if precompile.left_out(name)]
+    assert left_out and not any(precompile.cached_name(name) in entries for name in left_out)
+    assert precompile.TAG == "cpython-%d%d" % sys.version_info[:2]
+    assert precompile.lambda_runtime() == "python%d.%d" % sys.version_info[:2]
+
+
+def test_precompiling_keeps_every_packaged_entry_byte_identical(package_build):
+    raw, done = zipfile.ZipFile(package_build["raw"]), zipfile.ZipFile(package_build["zip"])
+    before = {info.filename: info for info in raw.infolist()}
+    after = {info.filename: info for info in done.infolist()}
+    assert set(before) < set(after)
+    added = [info for name, info in after.items() if name not in before]
+    assert all(info.filename.endswith(f".{precompile.TAG}.pyc") for info in added)
+    for name, info in before.items():
+        kept = after[name]
+        assert (kept.header_offset, kept.CRC, kept.compress_size, kept.compress_type,
+                kept.date_time, kept.external_attr) == \
+            (info.header_offset, info.CRC, info.compress_size, info.compress_type,
+             info.date_time, info.external_attr), name
+    start = min(info.header_offset for info in added)
+    with open(package_build["raw"], "rb") as fh_raw, open(package_build["zip"], "rb") as fh:
+        assert fh.read(start) == fh_raw.read(start)
+
+
+def test_chalice_deploy_reuses_the_precompiled_package(package_build):
+    """deploy.sh precompiles with --project: the cached package Chalice's deploy and package
+    commands look up in the project is then the precompiled zip, which they reuse as is."""
+    out = package_build["work"] / "again"
+    stdout = _chalice_package(package_build["project"], out)
+    assert "Reusing existing deployment package" in stdout
+    with open(out / "deployment.zip", "rb") as again, \
+            open(package_build["zip"], "rb") as precompiled:
+        assert again.read() == precompiled.read()
+
+
+def _extract(zip_path, into):
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(into)
+    return str(into)
+
+
+def _files(root):
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files)
+
+
+def test_cold_import_of_the_package_compiles_nothing(package_build):
+    """app.py and what the first request or message imports, from the extracted zip with
+    bytecode writing off (Lambda's /var/task is read-only): every module of ours or of a
+    wheel comes from its .pyc; without the step the same import compiles hundreds."""
+    root = _extract(package_build["zip"], package_build["work"] / "task")
+    files = _files(root)
+    probe = precompile.cold_import(root, precompile.FIRST_USE)
+    assert probe["dont_write_bytecode"] == 1
+    assert probe["compiled"] == []
+    loaded = set(probe["loaded"])
+    assert {"app.py", "pydantic/main.py", "sqlalchemy/orm/session.py", "chevron/renderer.py",
+            "sqlalchemy/dialects/postgresql/pg8000.py", "dkim/__init__.py",
+            "aws_lambda_powertools/logging/logger.py"} <= loaded
+    assert not [name for name in loaded if precompile.left_out(name)]
+    assert _files(root) == files  # nothing written
+
+    raw_root = _extract(package_build["raw"], package_build["work"] / "raw-task")
+    raw_probe = precompile.cold_import(raw_root, precompile.FIRST_USE)
+    assert set(raw_probe["loaded"]) == loaded
+    assert {"app.py", "pydantic/main.py", "sqlalchemy/orm/session.py"} <= \
+        set(raw_probe["compiled"])
+    assert not [name for name in raw_probe["compiled"] if name.startswith("chalicelib/")]
