@@ -25,6 +25,7 @@ from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from chalicelib import errors, observability
 from chalicelib.api import json_body, query
@@ -378,6 +379,11 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
             except errors.ServiceError as exc:
                 return failure(exc.code, exc.message, started, field_name=exc.field,
                                headers=exc.headers)
+            except StaleDataError:
+                # The row was deleted by a concurrent request between our read and our write
+                # (a PATCH racing a DELETE): for this request it is gone.
+                return failure("NotFound", "the record was deleted meanwhile; nothing was "
+                               "changed", started)
             except DBAPIError as exc:
                 if _id_out_of_range(exc, raw_params):
                     return failure("NotFound", "no resource with that id", started)

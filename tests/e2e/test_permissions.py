@@ -208,3 +208,23 @@ def test_organization_name_and_time_zone_change_by_admins_only(api, team):
               422, "ValidationError")
     assert Api.data(api.get(org_path(a), bearer=team["owner"].token))["organization"][
         "name"] == "Renamed"
+
+
+def test_a_change_racing_a_delete_answers_not_found(api, team, monkeypatch):
+    """The organization is deleted by another request between the PATCH's read and its
+    write: 404, not a 500."""
+    from chalicelib.db import session_scope
+    from chalicelib.db.models import Organization
+    from chalicelib.services import organizations
+
+    original = organizations.update_organization
+
+    def deleted_meanwhile(db, org, **changes):
+        with session_scope() as other:
+            other.delete(other.get(Organization, org.id))
+        return original(db, org, **changes)
+
+    monkeypatch.setattr(organizations, "update_organization", deleted_meanwhile)
+    err = Api.error(api.patch(org_path(team["org_a"]), {"name": "Late"},
+                              bearer=team["owner"].token), 404, "NotFound")
+    assert "deleted meanwhile" in err["message"]
