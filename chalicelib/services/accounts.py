@@ -37,6 +37,35 @@ def find_by_email(db: Session, email: str) -> User | None:
     return db.scalar(select(User).where(User.email_address == email))
 
 
+def change_email(db: Session, user: User, value: str) -> str | None:
+    """Set the user's address (normalized; unique). Returns the old address, or None when
+    it is the same address."""
+    email = normalize_email(value)
+    if email == user.email_address:
+        return None
+    if find_by_email(db, email) is not None:
+        raise errors.ValidationError(f"email_address: an account for {email} already exists",
+                                     field="email_address")
+    old, user.email_address = user.email_address, email
+    db.flush()
+    return old
+
+
+def change_own_email(db: Session, user: User, value: str, current_password: str | None,
+                     client: audit.Client) -> None:
+    """A user changing their own address: re-authenticated with the current password (a
+    stolen session alone must not move the account, and with it password resets)."""
+    if normalize_email(value) == user.email_address:
+        return
+    if not current_password:
+        raise errors.ParameterMissing("current_password: your password is needed to change "
+                                      "your email address", field="current_password")
+    check_password(db, user, current_password, client, "current_password",
+                   event="email_change_failed")
+    old = change_email(db, user, value)
+    audit.record(db, "email_changed", client, user=user, details=f"from {old}")
+
+
 def any_user_exists(db: Session) -> bool:
     """False only on a new installation (the console then offers its first-run page)."""
     return bool(db.scalar(select(exists().where(User.id.isnot(None)))))

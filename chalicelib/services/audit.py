@@ -1,7 +1,8 @@
 """The authentication audit trail (AuthEvent rows; GET /api/v2/admin/auth_events).
 
 Event names (stable, documented in the README):
-login, login_failed, lockout, logout, registration, password_changed, password_reset_requested,
+login, login_failed, lockout, logout, registration, password_changed, email_changed,
+email_change_failed, password_reset_requested,
 password_reset_issued, password_reset_completed, totp_enrolled, totp_enabled, totp_disabled,
 sso_login, sso_linked, sso_account_created, sso_failed, invitation_accepted, user_created,
 user_updated, user_deleted, admin_api_key_created, admin_api_key_revoked.

@@ -39,14 +39,9 @@ def create(db: Session, principal, client: audit.Client, *, email: str, first_na
 
 def update(db: Session, principal, client: audit.Client, user: User, changes: dict) -> User:
     notes = []
-    if changes.get("email_address") is not None:
-        email = accounts.normalize_email(changes["email_address"])
-        if email != user.email_address:
-            if accounts.find_by_email(db, email) is not None:
-                raise errors.ValidationError(f"email_address: an account for {email} already "
-                                             "exists", field="email_address")
-            user.email_address = email
-            notes.append("email changed")
+    if changes.get("email_address") is not None and \
+            accounts.change_email(db, user, changes["email_address"]) is not None:
+        notes.append("email changed")
     accounts.update_profile(user, changes)
     if changes.get("admin") is not None and changes["admin"] != user.admin:
         if principal.user is not None and principal.user.id == user.id:

@@ -223,3 +223,19 @@ def test_sign_out_the_other_sessions_and_change_the_password(console, api):
     page.get_by_role("heading", name="Your account", level=1).wait_for()
     Api.data(api.post("/api/v2/auth/login", {"email_address": email,
                                             "password": "an even longer password"}), 201)
+
+
+def test_change_the_email_address_with_the_password(console, api):
+    user = make_user(api)
+    new = f"{unique('moved')}@example.com"
+    page = console.sign_in(user["email_address"])
+    page.goto(console.base_url + "/account")
+    page.get_by_label("New email address").fill(new)
+    page.get_by_label("Your password").fill("not my password")
+    page.get_by_role("button", name="Change email address").click()
+    page.locator(".field-error:visible", has_text="the password is wrong").wait_for()
+    page.get_by_label("Your password").fill(PASSWORD)
+    page.get_by_role("button", name="Change email address").click()
+    page.locator("p.sub", has_text=new).wait_for()
+    console.shot("account-email-changed")
+    Api.data(api.post("/api/v2/auth/login", {"email_address": new, "password": PASSWORD}), 201)

@@ -143,6 +143,36 @@ def test_password_change_revokes_every_session_and_returns_a_fresh_one(api):
     assert any(e["event"] == "password_changed" for e in events(api, user_id=person.id))
 
 
+def test_a_user_changes_their_own_email_address_with_their_password(api):
+    person, other = make_user(api), make_user(api)
+    new = f"{unique('Moved')}@Example.com"
+    me = f"{AUTH}/me"
+    # The password is needed, and must be right; a taken or invalid address is refused.
+    err = Api.error(api.patch(me, {"email_address": new}, bearer=person.token),
+                    400, "ParameterMissing")
+    assert err["field"] == "current_password"
+    err = Api.error(api.patch(me, {"email_address": new, "current_password": "not it"},
+                              bearer=person.token), 422, "ValidationError")
+    assert err["field"] == "current_password"
+    err = Api.error(api.patch(me, {"email_address": other.email, "current_password": PASSWORD},
+                              bearer=person.token), 422, "ValidationError")
+    assert err["field"] == "email_address" and "already exists" in err["message"]
+    err = Api.error(api.patch(me, {"email_address": "nowhere", "current_password": PASSWORD},
+                              bearer=person.token), 422, "ValidationError")
+    assert err["field"] == "email_address"
+    # The same address (any case) needs no password; nothing changes.
+    same = Api.data(api.patch(me, {"email_address": person.email.upper(), "first_name": "Bo"},
+                              bearer=person.token))["user"]
+    assert (same["email_address"], same["first_name"]) == (person.email, "Bo")
+    moved = Api.data(api.patch(me, {"email_address": new, "current_password": PASSWORD},
+                               bearer=person.token))["user"]
+    assert moved["email_address"] == new.lower()
+    Api.error(try_login(api, person.email, PASSWORD), 401, "InvalidCredentials")
+    login(api, new, PASSWORD)
+    trail = [e["event"] for e in events(api, user_id=person.id)]
+    assert "email_changed" in trail and "email_change_failed" in trail
+
+
 def test_password_reset_request_is_identical_for_unknown_addresses(api):
     person = make_user(api)
     known = api.post(f"{AUTH}/password-reset", {"email_address": person.email})

@@ -94,7 +94,11 @@ def me(call: Call):
 @endpoint(bp, "/me", "PATCH", auth=SESSION, body=schemas.ProfileIn,
           response=shape.Me)
 def update_me(call: Call):
-    accounts.update_profile(call.principal.user, call.body.model_dump(exclude_unset=True))
+    user, body = call.principal.user, call.body
+    if body.email_address is not None:
+        accounts.change_own_email(call.db, user, body.email_address, body.current_password,
+                                  client(call))
+    accounts.update_profile(user, body.model_dump(exclude_unset=True))
     return _me(call)
 
 

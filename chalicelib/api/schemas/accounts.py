@@ -41,6 +41,9 @@ class RegisterIn(Schema):
 class ProfileIn(Schema):
     first_name: str | None = Field(default=None, max_length=255)
     last_name: str | None = Field(default=None, max_length=255)
+    # Changing the address needs the current password as well.
+    email_address: str | None = Field(default=None, max_length=255)
+    current_password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
 
 
 class PasswordChangeIn(Schema):

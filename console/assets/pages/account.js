@@ -67,6 +67,14 @@ export async function account(ctx) {
         submit: 'Save profile',
         onSubmit: async (v) => { await patch('/auth/me', v); await ctx.refreshMe(); saved.replaceChildren(notice('Saved.', 'success')); },
       })),
+      user.has_password ? section('Email address', null, form({
+        fields: [
+          { name: 'email_address', label: 'New email address', type: 'email', required: true, value: user.email_address, autocomplete: 'email' },
+          { name: 'current_password', label: 'Your password', type: 'password', required: true, autocomplete: 'current-password', help: 'Needed to move your account to another address; you sign in with the new one afterwards.' },
+        ],
+        submit: 'Change email address',
+        onSubmit: async (v) => { await patch('/auth/me', v); await ctx.refreshMe(); await ctx.render(); },
+      })) : null,
       user.has_password ? section('Password', null, form({
         fields: [
           { name: 'current_password', label: 'Current password', type: 'password', required: true, autocomplete: 'current-password' },
