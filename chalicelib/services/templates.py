@@ -127,9 +127,12 @@ def unarchive(template: Template) -> Template:
 
 
 @builds(shape.Rendered)
-def render(template: Template, model) -> dict:
+def render(template: Template, model, unsaved: dict | None = None) -> dict:
     """Render the three parts with ``model``: ``{subject, html_body, text_body}`` (a part the
-    template lacks is None). Bounds exceeded or a refused template: ValidationError."""
+    template lacks is None). ``unsaved``: parts to render instead of the saved ones, checked
+    like an update first. Bounds exceeded or a refused template: ValidationError."""
+    unsaved = {name: value for name, value in (unsaved or {}).items() if value is not None}
+    validate_parts(unsaved)
     if model is None:
         model = {}
     if not isinstance(model, dict):
@@ -138,8 +141,8 @@ def render(template: Template, model) -> dict:
     from chalicelib.services import templating
 
     try:
-        return templating.render_template(template.subject, template.html_body,
-                                          template.text_body, model)
+        return templating.render_template(
+            *(unsaved.get(name, getattr(template, name)) for name in PARTS), model)
     except templating.TemplateSyntaxError as exc:  # saved before a stricter validator
         raise errors.ValidationError(
             f"template {template.permalink!r} no longer parses: line {exc.line}, "

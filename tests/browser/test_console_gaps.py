@@ -271,3 +271,28 @@ def test_an_admin_renames_the_organization_and_changes_its_time_zone(console, br
         assert not other.errors, other.errors
     finally:
         other.close()
+
+
+def test_the_template_preview_follows_unsaved_text(console, api):
+    tenant = make_tenant(api)
+    Api.data(api.post("/api/v2/server/templates", {
+        "name": "Welcome", "permalink": "welcome", "subject": "Hi {{name}}",
+        "text_body": "Saved text for {{name}}", "html_body": "<p>Saved {{name}}</p>"},
+        server_key=tenant.api_key), 201)
+    member = _member_of(api, tenant, "member")
+    console.sign_in(member["email_address"])
+    page = console.open(_server_page(tenant, "/templates/welcome"))
+    page.locator("pre", has_text="Saved text for Ada").wait_for()
+    page.get_by_label("Text body").fill("Draft for {{name}} <b>")
+    page.locator("pre", has_text="Draft for Ada <b>").wait_for()  # rendered, not yet saved
+    saved = Api.data(api.get("/api/v2/server/templates/welcome",
+                             server_key=tenant.api_key))["template"]
+    assert saved["text_body"] == "Saved text for {{name}}"
+    page.get_by_label("Text body").fill("Broken {{#open}}")
+    page.get_by_text("text_body: line 1, column 8: unclosed section").wait_for()
+    page.get_by_label("Text body").fill("Final for {{name}}")
+    page.get_by_role("button", name="Save template").click()
+    page.get_by_text("Saved.").wait_for()
+    console.shot("template-preview-unsaved")
+    assert Api.data(api.get("/api/v2/server/templates/welcome", server_key=tenant.api_key))[
+        "template"]["text_body"] == "Final for {{name}}"

@@ -102,6 +102,27 @@ def test_render_preview_escapes_html_and_sends_nothing(api, tenant):
     Api.error(api.post(S + "/templates/nope/render", {}, server_key=key), 404, "NotFound")
 
 
+def test_render_preview_of_unsaved_parts_stores_nothing(api, tenant):
+    key = tenant.api_key
+    create(api, key)
+    path = S + "/templates/welcome-mail"
+    saved = Api.data(api.get(path, server_key=key))["template"]
+    rendered = Api.data(api.post(path + "/render", {
+        "template_model": {"name": "<Ada>"}, "html_body": "<h1>Draft for {{name}}</h1>",
+        "subject": "Draft {{ name }}"}, server_key=key))
+    assert rendered["html_body"] == "<h1>Draft for &lt;Ada&gt;</h1>"  # escaped as when saved
+    assert rendered["subject"] == "Draft <Ada>"
+    assert rendered["text_body"] == Api.data(api.post(path + "/render", {
+        "template_model": {"name": "<Ada>"}}, server_key=key))["text_body"]  # the saved one
+    assert Api.data(api.get(path, server_key=key))["template"] == saved  # nothing stored
+    err = Api.error(api.post(path + "/render", {"text_body": "Hi {{#open}}"}, server_key=key),
+                    422, "ValidationError")
+    assert err["field"] == "text_body" and "line 1" in err["message"]
+    err = Api.error(api.post(path + "/render", {"subject": "two\nlines"}, server_key=key),
+                    422, "ValidationError")
+    assert err["field"] == "subject"
+
+
 def test_render_is_bounded(api, tenant):
     key = tenant.api_key
     # Nested sections over a list multiply: 200^4 copies would be gigabytes.

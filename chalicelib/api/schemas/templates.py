@@ -27,3 +27,8 @@ class TemplateUpdate(Schema):
 
 class RenderIn(Schema):
     template_model: dict[str, Any] | None = None
+    # Unsaved text to render instead of the saved part (an editor's preview); checked like
+    # a template update, nothing is stored.
+    subject: str | None = None
+    html_body: str | None = None
+    text_body: str | None = None

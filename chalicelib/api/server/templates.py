@@ -70,6 +70,9 @@ def unarchive_template(call: Call, permalink: str):
 @endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn,
           response=shape.Rendered)
 def render_template(call: Call, permalink: str):
-    """Render subject, html_body and text_body with template_model; sends nothing."""
+    """Render subject, html_body and text_body with template_model; sends nothing. Parts
+    given in the body (unsaved text) are rendered instead of the saved ones."""
     template = templates.find_usable(call.db, call.server, permalink)
-    return templates.render(template, call.body.template_model)
+    body = call.body
+    return templates.render(template, body.template_model, {
+        "subject": body.subject, "html_body": body.html_body, "text_body": body.text_body})

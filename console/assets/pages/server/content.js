@@ -70,32 +70,46 @@ export async function template(ctx) {
   const modelInput = h('textarea', { id: 'tpl-model', rows: 6, spellcheck: 'false' });
   modelInput.value = '{\n  "name": "Ada"\n}';
 
+  let editor = null;
   async function preview() {
     problem.replaceChildren();
     let model;
     try { model = JSON.parse(modelInput.value || '{}'); } catch (err) {
       problem.replaceChildren(notice(`The model is not valid JSON: ${err.message}`, 'error')); return;
     }
+    // The editor's text as it is now, saved or not (the render endpoint takes unsaved parts).
+    const body = { template_model: model };
+    if (editor) for (const part of ['subject', 'html_body', 'text_body']) body[part] = editor.inputs[part].value;
     try {
-      const r = await post(`${path}/render`, { template_model: model }, { server: ctx.server });
+      const r = await post(`${path}/render`, body, { server: ctx.server });
       subject.replaceChildren(h('strong', {}, 'Subject: '), r.subject || '(none)');
       frame.srcdoc = r.html_body || '<p>(no HTML part)</p>';
       text.textContent = r.text_body || '(no text part)';
     } catch (err) { problem.replaceChildren(notice(err.message, 'error')); }
   }
   let timer = null;
-  modelInput.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(preview, 400); });
+  const later = () => { clearTimeout(timer); timer = setTimeout(preview, 400); };
+  modelInput.addEventListener('input', later);
 
-  const editor = manage ? form({
+  editor = manage ? form({
     fields: [
       { name: 'name', label: 'Name', value: t.name, required: true },
       { name: 'subject', label: 'Subject', value: t.subject || '' },
       { name: 'html_body', label: 'HTML body', type: 'textarea', rows: 10, value: t.html_body || '' },
       { name: 'text_body', label: 'Text body', type: 'textarea', rows: 6, value: t.text_body || '' },
     ],
-    submit: 'Save and preview',
-    onSubmit: async (v) => { await patch(path, v, { server: ctx.server }); await preview(); },
+    submit: 'Save template',
+    onSubmit: async (v) => {
+      await patch(path, v, { server: ctx.server });
+      saved.replaceChildren(notice('Saved.', 'success'));
+      await preview();
+    },
   }) : h('div', {}, h('h3', {}, 'Subject'), h('pre', {}, t.subject || ''), h('h3', {}, 'HTML body'), h('pre', {}, t.html_body || ''), h('h3', {}, 'Text body'), h('pre', {}, t.text_body || ''));
+
+  const saved = h('div', { 'aria-live': 'polite' });
+  if (editor) {
+    for (const part of ['subject', 'html_body', 'text_body']) editor.inputs[part].addEventListener('input', () => { saved.replaceChildren(); later(); });
+  }
 
   const node = h('div', {},
     h('p', {}, link(`${serverBase(ctx)}/templates`, '← All templates')),
@@ -105,11 +119,11 @@ export async function template(ctx) {
       await post(`${path}/${t.archived ? 'unarchive' : 'archive'}`, {}, { server: ctx.server }); ctx.render();
     })) : null,
     h('div', { class: 'editor' },
-      section('Template', null, editor),
+      section('Template', null, saved, editor),
       section('Preview', null,
         h('label', { for: 'tpl-model' }, 'Model (JSON): the preview follows as you type'), modelInput,
         problem, subject, frame, h('h3', {}, 'Text part'), text,
-        h('p', { class: 'help' }, 'Rendered by the service from the saved template. Scripts and inline styles of the HTML do not run in this preview.'))));
+        h('p', { class: 'help' }, editor ? 'Rendered by the service from the text in the editor, saved or not. Scripts and inline styles of the HTML do not run in this preview.' : 'Rendered by the service from the saved template. Scripts and inline styles of the HTML do not run in this preview.'))));
   setTimeout(preview, 0);
   return node;
 }
