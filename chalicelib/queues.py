@@ -58,12 +58,16 @@ class SqsPort:
         self._client.send_message(QueueUrl=self._url(queue), MessageBody=json.dumps(body),
                                   DelaySeconds=delay)
 
-    def send_many(self, queue: str, bodies: list[dict]) -> None:
-        """Wake-ups due now, ten per SendMessageBatch call (SQS's maximum) instead of one
-        call each: a bulk release of thousands of messages."""
+    def send_many(self, queue: str, bodies: list[dict],
+                  delays: list[float] | None = None) -> None:
+        """Wake-ups (each with its delay, default now), ten per SendMessageBatch call (SQS's
+        maximum) instead of one call each: a batch send or a bulk release of thousands."""
+        delays = delays or [0] * len(bodies)
         for start in range(0, len(bodies), 10):
-            entries = [{"Id": str(i), "MessageBody": json.dumps(body)}
-                       for i, body in enumerate(bodies[start:start + 10])]
+            entries = [{"Id": str(i), "MessageBody": json.dumps(body),
+                        "DelaySeconds": max(0, min(SQS_MAX_DELAY, int(delay + 0.999)))}
+                       for i, (body, delay) in enumerate(zip(bodies[start:start + 10],
+                                                             delays[start:start + 10]))]
             answer = self._client.send_message_batch(QueueUrl=self._url(queue), Entries=entries)
             if answer.get("Failed"):
                 log.error("%d wake-ups on %s not sent; the sweeper will pick them up",
@@ -195,22 +199,39 @@ def enqueue(queue: str, row_id: int, delay_seconds: float = 0) -> None:
         log.exception("could not enqueue %s/%s; the sweeper will pick it up", queue, row_id)
 
 
-def enqueue_many(queue: str, row_ids: list[int]) -> None:
-    """Wake-ups for many rows due now, batched where the port can (SQS: ten a call)."""
+def enqueue_many(queue: str, row_ids: list[int], delays: list[float] | None = None) -> None:
+    """Wake-ups for many rows (due now, or after their ``delays``), batched where the port
+    can (SQS: ten a call)."""
     if queue not in QUEUE_NAMES:
         raise ValueError(f"unknown queue {queue}")
     port = get_port()
     try:
         send_many = getattr(port, "send_many", None)
         if send_many is not None:
-            send_many(queue, [{"id": i} for i in row_ids])
+            send_many(queue, [{"id": i} for i in row_ids], delays)
         else:
-            for row_id in row_ids:
-                port.send(queue, {"id": row_id})
+            for index, row_id in enumerate(row_ids):
+                port.send(queue, {"id": row_id}, delays[index] if delays else 0)
     except Exception:  # noqa: BLE001  (the rows are the truth; the sweeper finds them)
         log.exception("could not enqueue %d %s rows; the sweeper will pick them up",
                       len(row_ids), queue)
 
 
 def enqueue_after_commit(session, queue: str, row_id: int, delay_seconds: float = 0) -> None:
-    after_commit(session, lambda: enqueue(queue, row_id, delay_seconds))
+    """A wake-up sent once the session commits. The wake-ups of one transaction are sent
+    together, per queue (enqueue_many: ten a SendMessageBatch call on SQS, not one call
+    each: a batch send of 500 messages is 50 calls, not 500)."""
+    pending = session.info.get("wakeups")
+    if pending is None:
+        pending = session.info["wakeups"] = {}
+        after_commit(session, lambda: _send_pending(session.info.pop("wakeups", {})))
+    pending.setdefault(queue, []).append((row_id, delay_seconds))
+
+
+def _send_pending(pending: dict[str, list[tuple[int, float]]]) -> None:
+    for queue, wakeups in pending.items():
+        if len(wakeups) == 1:
+            enqueue(queue, *wakeups[0])
+        else:
+            enqueue_many(queue, [row_id for row_id, _ in wakeups],
+                         [delay for _, delay in wakeups])

@@ -458,11 +458,11 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
             if details == SUPPRESSED_DETAILS:
                 details = f"{message.rcpt_to} is on the suppression list; not sent"
             events.emit(db, message, "MessageHeld", details)
-    wakeups = [(i, max(0.0, (row["next_attempt_at"] - now).total_seconds()))
-               for i, row in zip(ids, rows) if not row["held"]]
-    if wakeups:
-        after_commit(db, lambda: [queues.enqueue("deliveries", i, min(wait, queues.SQS_MAX_DELAY))
-                                  for i, wait in wakeups])
+    for message_id, row in zip(ids, rows):  # sent together after the commit (queues.py)
+        if not row["held"]:
+            wait = max(0.0, (row["next_attempt_at"] - now).total_seconds())
+            queues.enqueue_after_commit(db, "deliveries", message_id,
+                                        min(wait, queues.SQS_MAX_DELAY))
     for index, sub_id in zip(entries, sub_ids):
         results[index] = {"message_id": sub_id, "recipients": []}
     for row, index, message_id in zip(rows, owner, ids):

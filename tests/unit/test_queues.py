@@ -169,3 +169,38 @@ def test_enqueue_many_sends_sqs_batches_of_ten(sqs, monkeypatch):
             received.add(json.loads(m["Body"])["id"])
             client.delete_message(QueueUrl=urls["bulk"], ReceiptHandle=m["ReceiptHandle"])
     assert received == set(range(1, 24))
+
+
+def test_wake_ups_of_one_transaction_go_out_together_after_its_commit(sqs, monkeypatch,
+                                                                      database):
+    """23 wake-ups (some delayed) enqueued in one session: nothing before the commit, then
+    three SendMessageBatch calls on that queue, each message with its own delay."""
+    from chalicelib.db import session_scope
+
+    client, urls = sqs
+    monkeypatch.setattr(queues, "_port", queues.SqsPort(client=client, prefix=PREFIX))
+    calls, single = [], []
+    real = client.send_message_batch
+
+    def counting(**kwargs):
+        calls.append([entry["DelaySeconds"] for entry in kwargs["Entries"]])
+        return real(**kwargs)
+
+    client.send_message_batch = counting
+    client.send_message = lambda **kwargs: single.append(kwargs)
+    with session_scope() as db:
+        for row_id in range(1, 24):
+            queues.enqueue_after_commit(db, "deliveries", row_id, 0 if row_id <= 20 else 60.2)
+        queues.enqueue_after_commit(db, "webhooks", 99)
+        assert calls == [] and single == []  # not before the commit
+    assert calls == [[0] * 10, [0] * 10, [61, 61, 61]]
+    assert [json.loads(s["MessageBody"]) for s in single] == [{"id": 99}]  # one alone
+    visible = client.receive_message(QueueUrl=urls["deliveries"], MaxNumberOfMessages=10)
+    assert len(visible["Messages"]) == 10  # the delayed three are not visible yet
+
+    # A rolled-back transaction sends nothing.
+    with pytest.raises(RuntimeError):
+        with session_scope() as db:
+            queues.enqueue_after_commit(db, "deliveries", 500)
+            raise RuntimeError("rolled back")
+    assert len(calls) == 3 and len(single) == 1
