@@ -46,6 +46,23 @@ def _next_worker_takes_over(api, tenant, message_id: int) -> None:
     wait_status(api, tenant, message_id, "Held")
 
 
+def _late_outcome(api, tenant, mx, message_id: int) -> str | None:
+    """A worker sends ``message_id``; while the MX holds its DATA reply the next worker
+    takes over; then the MX accepts, late. Returns the first worker's result."""
+    arrived, release = mx.hold_next_data()
+    _make_due(message_id)
+    result: dict[str, str] = {}
+    first = threading.Thread(target=lambda: result.update(first=worker.process(message_id)))
+    first.start()
+    try:
+        assert arrived.wait(20), "the first worker's DATA"
+        _next_worker_takes_over(api, tenant, message_id)
+    finally:
+        release.set()  # the remote server answers the first worker's DATA, late
+        first.join(30)
+    return result.get("first")
+
+
 def _assert_held_as_unknown(api, tenant, message_id: int) -> None:
     shown = message(api, tenant, message_id)
     assert shown["status"] == "Held" and "unknown" in shown["status_details"]
@@ -65,18 +82,7 @@ def test_a_late_outcome_after_the_claim_expired_during_data_records_nothing(
         to = rcpt("slow")
         message_id = _park_settled(db, api, tenant, to, monkeypatch)
         sent_before = _sent_counted(server)
-        arrived, release = mx.hold_next_data()
-        _make_due(message_id)
-        result: dict[str, str] = {}
-        first = threading.Thread(target=lambda: result.update(first=worker.process(message_id)))
-        first.start()
-        try:
-            assert arrived.wait(20), "the first worker's DATA"
-            _next_worker_takes_over(api, tenant, message_id)
-        finally:
-            release.set()  # the remote server accepts the first worker's DATA, late
-            first.join(30)
-    assert result == {"first": "claim-lost"}
+        assert _late_outcome(api, tenant, mx, message_id) == "claim-lost"
     assert len(mx.received_for(to)) == 1
     _assert_held_as_unknown(api, tenant, message_id)
     assert _sent_counted(server) == sent_before
@@ -117,18 +123,7 @@ def test_a_late_refusal_after_the_claim_expired_does_not_suppress_the_recipient(
     to = rcpt("slowrefusal")
     message_id = _park_settled(db, api, tenant, to, monkeypatch)
     mx.script = ["550 5.1.1 no such user"]
-    arrived, release = mx.hold_next_data()
-    _make_due(message_id)
-    result: dict[str, str] = {}
-    first = threading.Thread(target=lambda: result.update(first=worker.process(message_id)))
-    first.start()
-    try:
-        assert arrived.wait(20), "the first worker's DATA"
-        _next_worker_takes_over(api, tenant, message_id)
-    finally:
-        release.set()
-        first.join(30)
-    assert result == {"first": "claim-lost"}
+    assert _late_outcome(api, tenant, mx, message_id) == "claim-lost"
     _assert_held_as_unknown(api, tenant, message_id)
     listed = Api.data(api.get(f"{tenant.server_path}/suppressions",
                               params={"query": to}))["suppressions"]
