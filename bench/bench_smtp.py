@@ -4,8 +4,8 @@ parallel connections, 10 KB messages, each connection sending message after mess
 Ours: the gateway (handler -> submission service: From authorization, MIME checks, one
 submission + one message row per recipient, committed before the 250). Baseline, same run:
 a bare aiosmtpd server with the same TLS context and AUTH settings whose handler only answers
-250. Aim: at least half the bare server's rate. Also shown for context: inbound mail to an
-accept route (unauthenticated, stored before the 250).
+250. Aims: at least half the bare server's rate; for inbound mail to an accept route
+(unauthenticated, stored before the 250), at least 0.3 of it.
 
 The load generator runs in a separate process (20 threads, smtplib), so client and servers do
 not share a GIL. Postfix's ``smtp-source`` is used instead when it is installed.
@@ -181,7 +181,7 @@ def main() -> None:
     print(row("submission accepted/s", f"{ours:.0f}", f"{baseline:.0f} bare aiosmtpd",
               ours / baseline, ">= 0.5"))
     print(row("inbound (accept route) accepted/s, no AUTH", f"{inbound:.0f}",
-              f"{baseline:.0f} bare aiosmtpd", inbound / baseline, "context"))
+              f"{baseline:.0f} bare aiosmtpd", inbound / baseline, ">= 0.3"))
 
 
 if __name__ == "__main__":
