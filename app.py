@@ -72,7 +72,7 @@ def prune(event):
 def check_domains(event):
     # Re-checks verified domains whose DNS check is older than DOMAIN_CHECK_INTERVAL_HOURS
     # (a day by default), in batches: each run continues where the last one stopped.
-    from chalicelib.services import domain_checks
+    from chalicelib.services.domains import checks as domain_checks
 
     return domain_checks.run_scheduled()
 

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import dkim  # noqa: E402
 import cryptography  # noqa: E402
 
-from chalicelib.services import dkim_signing as ds  # noqa: E402
+from chalicelib.services.dkim import signer as ds  # noqa: E402
 
 DOMAIN = "example.com"
 SELECTOR = "bench"

@@ -185,7 +185,8 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
     from sqlalchemy import text
 
     from chalicelib import clock
-    from chalicelib.services import dkim_signing, keys, signing
+    from chalicelib.services.dkim import signer
+    from chalicelib.services.security import keys, signing
 
     key = keys.signing_key()
     host, port = relay.split(":")
@@ -202,7 +203,7 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
                     "FOR UPDATE OF m SKIP LOCKED"), {"now": clock.now()}).first()
                 if found is None:
                     break
-                signed = dkim_signing.sign_message(found.raw, domain=domain[0],
+                signed = signer.sign_message(found.raw, domain=domain[0],
                                                    selector=domain[1], private_pem=domain[2])
                 code, reply = smtp.sendmail(f"{found.token}@rp.mx.bench.test", [found.rcpt_to],
                                             signed) or (250, b"")
@@ -283,12 +284,12 @@ def main() -> None:
                  {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
         from chalicelib.db import session_scope
         from chalicelib.db.models import Domain
-        from chalicelib.services import domains
+        from chalicelib.services.domains import manage
         from sqlalchemy import select
 
         with session_scope() as db:
             d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
-            domain = (d.name, d.dkim_selector, domains.dkim_private_key(d))
+            domain = (d.name, d.dkim_selector, manage.dkim_private_key(d))
         n = args.messages
         sent = hooks = 0
         for round_no in range(args.rounds):

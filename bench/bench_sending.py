@@ -99,7 +99,7 @@ def main() -> None:
 
     from chalicelib import clock
     from chalicelib.db.models import Message, Submission
-    from chalicelib.services import dkim_signing
+    from chalicelib.services.dkim import signer as dkim_signing
     from chalicelib.workers import delivery as worker
     from tests.mx import ScriptedMX
 
@@ -201,11 +201,11 @@ def main() -> None:
         def reference(count: int) -> float:
             from chalicelib.db.models import Domain
             from chalicelib.db import session_scope
-            from chalicelib.services import domains
+            from chalicelib.services.domains import manage
 
             with session_scope() as db:
                 domain = db.get(Domain, info.domain_id)
-                pem, selector, name = domains.dkim_private_key(domain), domain.dkim_selector, domain.name
+                pem, selector, name = manage.dkim_private_key(domain), domain.dkim_selector, domain.name
             host, port = sink.relay.split(":")
             smtp = smtplib.SMTP(host, int(port), local_hostname="mx.bench.test")
             done, started = 0, time.perf_counter()

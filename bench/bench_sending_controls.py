@@ -52,7 +52,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from chalicelib.db import session_scope
     from chalicelib.db.models import Server
-    from chalicelib.services import bulk_actions
+    from chalicelib.services.messages import bulk as bulk_actions
     from chalicelib.workers import bulk
     from tests.support import Api
 

@@ -106,7 +106,7 @@ def main() -> None:
     from sqlalchemy import text
 
     from chalicelib.db import session_scope
-    from chalicelib.services import stats
+    from chalicelib.services.tracking import stats
 
     start, end = T0, T0 + timedelta(days=DAYS + 1)
     with session_scope() as db:

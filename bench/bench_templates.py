@@ -1,4 +1,4 @@
-"""Benchmark: chalicelib.services.templating.render against bare chevron.render.
+"""Benchmark: chalicelib.services.sending.templating.render against bare chevron.render.
 
 Run from the repository root:  .venv/bin/python bench/bench_templates.py
 
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import chevron  # noqa: E402
 
-from chalicelib.services import templating  # noqa: E402
+from chalicelib.services.sending import templating  # noqa: E402
 
 ROUNDS = 7
 ROUND_SECONDS = 0.6

@@ -37,7 +37,8 @@ def setup_database(url: str) -> None:
 def make_webhook(target_url: str) -> tuple[int, int, str]:
     from chalicelib.db import session_scope
     from chalicelib.db.models import Message, Organization, Server
-    from chalicelib.services import events, webhooks
+    from chalicelib.services.messages import events
+    from chalicelib.services.webhooks import hooks
 
     with session_scope() as db:
         org = Organization(name="Bench", permalink="bench")
@@ -46,7 +47,7 @@ def make_webhook(target_url: str) -> tuple[int, int, str]:
         srv = Server(organization_id=org.id, name="Main", permalink="main")
         db.add(srv)
         db.flush()
-        hook = webhooks.create(db, srv, name="bench", url=target_url, events_=[],
+        hook = hooks.create(db, srv, name="bench", url=target_url, events_=[],
                                headers={"X-Secret": "bench-secret"})
         message = Message(server_id=srv.id, token=uuid.uuid4().hex, rcpt_to="a@example.net",
                           mail_from="b@example.com", scope="outgoing")
@@ -57,8 +58,8 @@ def make_webhook(target_url: str) -> tuple[int, int, str]:
                                      details="250 OK")
         db.add(record)
         db.flush()
-        body = webhooks.build_body("MessageSent", record.uuid, int(time.time()),
-                                   webhooks.message_fields(message), record.details)
+        body = hooks.build_body("MessageSent", record.uuid, int(time.time()),
+                                   hooks.message_fields(message), record.details)
         return srv.id, hook.id, body
 
 
@@ -78,11 +79,11 @@ def insert_rows(server_id: int, webhook_id: int, body: str, count: int) -> list[
 
 
 def ours(ids: list[int]) -> float:
-    from chalicelib.services import webhook_delivery
+    from chalicelib.services.webhooks import deliver
 
     started = time.perf_counter()
     for row_id in ids:
-        outcome = webhook_delivery.process(row_id)
+        outcome = deliver.process(row_id)
         assert outcome == "delivered", outcome
     return len(ids) / (time.perf_counter() - started)
 
@@ -92,7 +93,7 @@ def reference(url: str, target_url: str, count: int) -> float:
     from sqlalchemy import create_engine, text
 
     from chalicelib import clock
-    from chalicelib.services import keys, signing
+    from chalicelib.services.security import keys, signing
 
     key = keys.signing_key()
     engine = create_engine(url)

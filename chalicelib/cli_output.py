@@ -62,7 +62,7 @@ def zone_lines(domain: dict) -> list[str]:
     """The domain's records as zone-file lines: a TXT value longer than 255 octets is split
     into several character-strings of one record (RFC 1035 3.3.14), as DKIM publishers do;
     resolvers concatenate them."""
-    from chalicelib.services.dkim_signing import dns_txt_strings
+    from chalicelib.services.dkim.signer import dns_txt_strings
 
     lines = []
     for purpose, rec in (domain.get("dns_records") or {}).items():

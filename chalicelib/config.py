@@ -108,7 +108,7 @@ def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
 
 
 def _reserved():
-    from chalicelib.services import reserved_domains  # late: it reads settings itself
+    from chalicelib.services.domains import reserved as reserved_domains  # late: it reads settings itself
 
     return reserved_domains
 

@@ -16,7 +16,8 @@ def migrate() -> dict:
     from chalicelib.db import migrate as db_migrate
     from chalicelib.db import session_scope
     from chalicelib.db.engine import get_engine
-    from chalicelib.services import admin_keys, keys
+    from chalicelib.services.accounts import admin_keys
+    from chalicelib.services.security import keys
 
     settings = get_settings()
     db_migrate.upgrade(settings.database_url)
@@ -43,7 +44,7 @@ def signing_key(action: str) -> dict:
     import json
 
     from chalicelib.db import session_scope
-    from chalicelib.services import installation_keys
+    from chalicelib.services.security import installation_keys
 
     with session_scope() as db:
         if action == "rotate":

@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mail.log").setLevel(logging.WARNING)
-    from chalicelib.services.keys import startup_warnings
+    from chalicelib.services.security.keys import startup_warnings
     from chalicelib.smtp.gateway import Gateway
 
     for warning in startup_warnings(settings):

@@ -5,7 +5,9 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Principal
-from chalicelib.services import admin_keys, credentials, lookup, sessions, throttle
+from chalicelib.services.accounts import admin_keys, sessions
+from chalicelib.services.organizations import credentials, lookup
+from chalicelib.services.security import throttle
 
 # The messaging surface with a signed-in user instead of an API key (the console): the
 # server is named by this header as "<org>/<server>", and the user's role in that

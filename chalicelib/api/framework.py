@@ -32,7 +32,7 @@ from chalicelib.api import json_body, query
 from chalicelib.api.errors import status_for
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
-from chalicelib.services import idempotency
+from chalicelib.services.sending import idempotency
 
 log = logging.getLogger(__name__)
 

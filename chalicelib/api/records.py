@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
                                   Server)
-from chalicelib.services import domains as domain_service
+from chalicelib.services.domains import manage as domain_service
 from chalicelib.shapes import builds
 from chalicelib.shapes import management as shape
 
@@ -35,7 +35,7 @@ def send_limits_usage(srv: Server) -> dict:
     """The limits with this hour's and day's use (counted in the database)."""
     from sqlalchemy.orm import object_session
 
-    from chalicelib.services import send_limits
+    from chalicelib.services.sending import limits as send_limits
 
     # Counted only while a limit is set: without one there is nothing to read.
     return send_limits.usage(object_session(srv) if send_limits.limits(srv) else None, srv)
@@ -43,7 +43,7 @@ def send_limits_usage(srv: Server) -> dict:
 
 @builds(shape.Domain)
 def domain(dom: Domain) -> dict:
-    from chalicelib.services import dkim_rotation
+    from chalicelib.services.dkim import rotation
 
     check = dom.dns_check or {}
     return {"id": dom.id, "uuid": dom.uuid, "name": dom.name, "verified": dom.verified,
@@ -57,7 +57,7 @@ def domain(dom: Domain) -> dict:
                 "host": dom.tracking_host, "name": domain_service.tracking_name(dom),
                 "verified": dom.tracking_verified_at is not None,
                 "verified_at": dom.tracking_verified_at},
-            "dkim_keys": dkim_rotation.record(dom),
+            "dkim_keys": rotation.record(dom),
             "dns_records": domain_service.dns_records(dom),
             # The last DNS check as GET .../check answered it (kept, not looked up again).
             "dns_check": None if dom.checked_at is None else {

@@ -40,7 +40,7 @@ def main() -> int:
     sys.path.insert(0, ".")
     from app import app  # noqa: E402  (the Chalice app at the repository root)
     from chalicelib.local.stack import LocalStack
-    from chalicelib.services.keys import startup_warnings
+    from chalicelib.services.security.keys import startup_warnings
 
     stack = LocalStack(app).start()
     print(f"console      {stack.base_url}/  (open it in a browser; the first visit offers to "

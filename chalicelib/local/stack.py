@@ -12,7 +12,9 @@ from chalicelib.config import Settings, get_settings
 from chalicelib.db import migrate, session_scope
 from chalicelib.local.http_server import HttpServer
 from chalicelib.db.models import Message, WebhookRequest
-from chalicelib.services import admin_keys, claims, keys
+from chalicelib.services.accounts import admin_keys
+from chalicelib.db import claims
+from chalicelib.services.security import keys
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.workers import dispatch, retention, sweeper
 from chalicelib.workers.registry import load_workers
@@ -83,7 +85,7 @@ class LocalStack:
     def _domain_check_loop(self) -> None:
         # The periodic DNS re-check of verified domains (AWS: an hourly schedule), in its own
         # thread: slow DNS must not hold up the sweeper. Same cadence as retention.
-        from chalicelib.services import domain_checks
+        from chalicelib.services.domains import checks as domain_checks
 
         while not self._stop.wait(self.settings.retention_interval_seconds):
             try:

@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 from chalicelib import errors
 from chalicelib.db import session_scope
 from chalicelib.db.models import Credential, Server
-from chalicelib.services import credentials
+from chalicelib.services.organizations import credentials
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
-from chalicelib.services.tokens import hash_secret
+from chalicelib.services.security.tokens import hash_secret
 
 # Replies (RFC 4954 / 3463 enhanced codes).
 INVALID = "535 5.7.8 Authentication credentials invalid"

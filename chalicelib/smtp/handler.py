@@ -28,7 +28,9 @@ from aiosmtpd.smtp import MISSING, AuthResult
 from chalicelib import errors, observability
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
-from chalicelib.services import bounces, complaints, inbound, mime, routes, unsubscribe
+from chalicelib.services.inbound import bounces, complaints, receive as inbound, routes
+from chalicelib.services import mime
+from chalicelib.services.suppressions import unsubscribe
 from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
@@ -273,7 +275,7 @@ class SubmitUnit(GroupUnit):
         self.parsed = None
 
     def prepare(self) -> None:
-        from chalicelib.services import submission
+        from chalicelib.services.sending import submission
 
         if self.parsed is None:
             self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw)
@@ -281,7 +283,7 @@ class SubmitUnit(GroupUnit):
 
     @classmethod
     def run_group(cls, db, units: list["SubmitUnit"]) -> list[object]:
-        from chalicelib.services import submission
+        from chalicelib.services.sending import submission
 
         results = submission.submit_parsed_many(db, units[0].group, [u.parsed for u in units],
                                                 source="smtp")

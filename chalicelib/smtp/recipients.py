@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from chalicelib.services.routes import RouteMatch
+from chalicelib.services.inbound.routes import RouteMatch
 
 MAX_ENTRIES = 10_000
 

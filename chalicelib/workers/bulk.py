@@ -17,7 +17,8 @@ from chalicelib import clock, queues
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.db.models import BulkJob
-from chalicelib.services import bulk_actions, claims
+from chalicelib.services.messages import bulk as bulk_actions
+from chalicelib.db import claims
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.workers.registry import QueueWorker, register
 

@@ -51,8 +51,13 @@ from chalicelib.db import counters, session_scope
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import (Delivery, Domain, Message, MessageRaw, Server, Stream,
                                   Submission, Suppression)
-from chalicelib.services import bounce_categories, claims, delivery, dkim_signing, domains, \
-    retry, suppressions, tracking, unsubscribe, webhooks
+from chalicelib.services.delivery import categories, smtp as delivery, retry
+from chalicelib.db import claims
+from chalicelib.services.dkim import signer
+from chalicelib.services.domains import manage
+from chalicelib.services.suppressions import entries, unsubscribe
+from chalicelib.services.tracking import engagement
+from chalicelib.services.webhooks import hooks
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.workers import delivery_writes as writes
 from chalicelib.workers.registry import QueueWorker, register
@@ -90,7 +95,7 @@ def _claimed_columns():
         domain(Domain.name).label("domain_name"),
         domain(Domain.dkim_selector).label("dkim_selector"),
         domain(Domain.dkim_private_key_encrypted).label("dkim_key"),
-        domain(domains.verified_return_path_column()).label("return_path_domain"),
+        domain(manage.verified_return_path_column()).label("return_path_domain"),
         select(D.c.id).where(D.c.message_id == outer("id"), D.c.status == "InFlight")
         .limit(1).scalar_subquery().label("stale"),
         # suppressions.normalize() in SQL: rcpt_to was validated, so only case can differ.
@@ -119,7 +124,7 @@ _cached = writes.cached
 
 def return_path(message) -> str:
     """The envelope sender: the bounce handler matches DSNs by the token in it."""
-    return domains.envelope_sender(message.token, message.return_path_domain)
+    return manage.envelope_sender(message.token, message.return_path_domain)
 
 
 def process(message_id: int) -> str:
@@ -234,17 +239,17 @@ def _dkim_key(token: str) -> bytes:
     if key is None:
         if len(_dkim_keys) >= 256:
             _dkim_keys.clear()
-        key = _dkim_keys[token] = domains.dkim_private_key(
+        key = _dkim_keys[token] = manage.dkim_private_key(
             SimpleNamespace(dkim_private_key_encrypted=token))
     return key
 
 
 def _prepare(db, message) -> bytes:
-    prepared = tracking.prepare_outgoing(db, message, message.source)
+    prepared = engagement.prepare_outgoing(db, message, message.source)
     if message.unsubscribable:  # before DKIM: the signature must cover both headers
         prepared = unsubscribe.add_headers(prepared, message.id)
     key = _dkim_key(message.dkim_key)
-    return dkim_signing.sign_message(prepared, domain=message.domain_name,
+    return signer.sign_message(prepared, domain=message.domain_name,
                                      selector=message.dkim_selector, private_pem=key)
 
 
@@ -308,8 +313,8 @@ def _finish(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
     if event is not None:
         name, details = event
         event_uuid = str(uuid_module.uuid4())
-        body = webhooks.build_body(name, event_uuid, calendar.timegm(now.timetuple()),
-                                   webhooks.message_fields(message), details)
+        body = hooks.build_body(name, event_uuid, calendar.timegm(now.timetuple()),
+                                   hooks.message_fields(message), details)
         params.update(e_server=message.server_id, e_event=name, e_uuid=event_uuid,
                       e_details=details, e_body=body, wh_event=name)
         counters.event_inserted(message.server_id, name, now, deltas)
@@ -379,12 +384,12 @@ def _record(db, message, worker: str, outcome: delivery.Outcome, attempt_id: int
         values.update(status="HardFail", next_attempt_at=None)
         event = ("MessageDeliveryFailed", details)
         if outcome.recipient_rejected:
-            suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
+            entries.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
                                   origin="hard_fail", details=f"hard failure: {details}"[:1000])
     category = None
     if status != delivery.SENT:
         # A hard failure with no host tried is the DNS saying the domain takes no mail.
-        category = bounce_categories.classify(
+        category = categories.classify(
             code=outcome.code, text=outcome.output or details,
             no_route=outcome.host is None and outcome.recipient_rejected)
         values["bounce_category"] = category  # kept when a retry is sent

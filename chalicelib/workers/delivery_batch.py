@@ -64,7 +64,7 @@ from sqlalchemy import event
 
 from chalicelib.db import session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.services import claims
+from chalicelib.db import claims
 from chalicelib.workers import delivery
 from chalicelib.workers import delivery_writes as writes
 

@@ -22,7 +22,7 @@ from chalicelib.db import counters
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import (Delivery, Message, MessageEvent, MessageRaw, Webhook,
                                   WebhookRequest)
-from chalicelib.services import webhooks
+from chalicelib.services.webhooks import hooks as webhooks
 
 M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
               MessageRaw.__table__)

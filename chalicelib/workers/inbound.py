@@ -1,7 +1,7 @@
 """Queue "inbound": deliver a received message to its route's endpoint."""
 from __future__ import annotations
 
-from chalicelib.services import inbound
+from chalicelib.services.inbound import receive
 from chalicelib.workers.registry import QueueWorker, register
 
-register(QueueWorker(inbound.QUEUE, process=inbound.process, find_due=inbound.find_due))
+register(QueueWorker(receive.QUEUE, process=receive.process, find_due=receive.find_due))

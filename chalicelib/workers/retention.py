@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.db import session_scope
-from chalicelib.services import retention
+from chalicelib.services.messages import retention
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from chalicelib.db.models import WebhookRequest
-from chalicelib.services import claims, webhook_batch, webhook_delivery
-from chalicelib.services import webhooks as _webhooks  # noqa: F401  (registers fan_out)
+from chalicelib.db import claims
+from chalicelib.services.webhooks import batch as webhook_batch, deliver
+from chalicelib.services.webhooks import hooks as _webhooks  # noqa: F401  (registers fan_out)
 from chalicelib.workers.registry import QueueWorker, register
 
 
@@ -16,5 +17,5 @@ def find_due(db: Session, limit: int, grace_seconds: float) -> list[int]:
     return claims.due_ids(db, WebhookRequest, limit, grace_seconds)
 
 
-register(QueueWorker(webhook_delivery.QUEUE, process=webhook_delivery.process, find_due=find_due,
+register(QueueWorker(deliver.QUEUE, process=deliver.process, find_due=find_due,
                      process_batch=webhook_batch.process_batch))

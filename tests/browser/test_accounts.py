@@ -159,7 +159,7 @@ def test_deep_link_survives_reload_and_a_401_comes_back_after_sign_in(console, a
 def test_single_sign_on_through_a_real_provider_lands_signed_in(console, stack, monkeypatch):
     import pytest
 
-    from chalicelib.services import oidc
+    from chalicelib.services.accounts import oidc
     from tests import oidc_support
 
     if oidc_support.node_path() is None:

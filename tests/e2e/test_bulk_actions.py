@@ -104,7 +104,7 @@ def test_cancel_scheduled_messages_by_ids_and_time(api, tenant, mx):
 
 def test_a_job_covers_only_messages_that_existed_when_it_was_created(api, tenant, db):
     from chalicelib.db.models import Server
-    from chalicelib.services import bulk_actions
+    from chalicelib.services.messages import bulk as bulk_actions
 
     tag = unique("t")
     [early] = sent_ok(api, tenant, tag=tag, send_at=later(hours=1))["recipients"]
@@ -168,7 +168,7 @@ import sys, time
 from datetime import timedelta
 from chalicelib import clock
 clock.advance(timedelta(hours=1, seconds=5))
-from chalicelib.services import bulk_actions
+from chalicelib.services.messages import bulk as bulk_actions
 from chalicelib.workers import bulk
 apply = bulk_actions.apply
 def slowly(*args, **kwargs):  # widen the window between a chunk's changes and its commit
@@ -182,7 +182,7 @@ print(bulk.process(int(sys.argv[1])), flush=True)
 
 def test_a_job_over_10000_messages_survives_its_worker_being_killed(api, tenant, db):
     from chalicelib.db.models import BulkJob, Server
-    from chalicelib.services import bulk_actions
+    from chalicelib.services.messages import bulk as bulk_actions
 
     tag = unique("bulk")
     for _ in range(10):  # 10 submissions x 1000 recipients, scheduled far ahead

@@ -77,7 +77,7 @@ def test_send_with_template_and_batches(client, api, tenant):
 def test_verify_webhook_signature_with_the_installation_key(stack):
     from cryptography.hazmat.primitives import serialization
 
-    from chalicelib.services import keys, signing
+    from chalicelib.services.security import keys, signing
 
     key = keys.signing_key()
     body = b'{"event":"MessageSent","uuid":"u-1","payload":{}}'

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from chalicelib.db import session_scope
 from chalicelib.db.models import AuthEvent
-from chalicelib.services import passwords
+from chalicelib.services.accounts import passwords
 from tests.e2e.accounts_helpers import AUTH, PASSWORD, login, make_user, try_login
 from tests.support import Api
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from chalicelib import clock
-from chalicelib.services import domain_checks
+from chalicelib.services.domains import checks
 from tests.e2e.dns_helpers import by_kind, check, dns_zone, domain_record, fq, publish, txt  # noqa: F401
 from tests.support import Api, make_tenant
 
@@ -123,14 +123,14 @@ def test_scheduled_recheck_records_a_disappearing_record(api, fresh, dns_zone):
     first = domain_record(api, fresh)["dns_check"]["checked_at"]
 
     # Checked a moment ago: the scheduled run leaves it alone
-    domain_checks.run_scheduled()
+    checks.run_scheduled()
     assert domain_record(api, fresh)["dns_check"]["checked_at"] == first
 
     # A day later the return-path CNAME and the DKIM record are gone
     del dns_zone.zone[(fq(f"rp.{fresh.domain}"), "CNAME")]
     del dns_zone.zone[(fq(domain["dns_records"]["dkim"]["name"]), "TXT")]
     clock.advance(timedelta(hours=25))
-    assert domain_checks.run_scheduled()["checked"] >= 1
+    assert checks.run_scheduled()["checked"] >= 1
     after = domain_record(api, fresh)
     records = by_kind(after["dns_check"])
     for kind in ("return_path", "dkim"):
@@ -143,7 +143,7 @@ def test_scheduled_recheck_records_a_disappearing_record(api, fresh, dns_zone):
 
     # Still missing at the next check: the time it disappeared is kept
     clock.advance(timedelta(hours=25))
-    domain_checks.run_scheduled()
+    checks.run_scheduled()
     assert by_kind(domain_record(api, fresh)["dns_check"])["return_path"]["lost_at"] == lost_at
 
 

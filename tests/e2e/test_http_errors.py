@@ -91,7 +91,7 @@ def test_bad_content_length_is_a_clean_400(api):
 
 
 def test_handler_crash_is_an_enveloped_500_without_a_trace(api, monkeypatch):
-    from chalicelib.services import organizations
+    from chalicelib.services.organizations import organizations
 
     def explode(*args, **kwargs):
         raise RuntimeError("secret internal detail")

@@ -143,7 +143,7 @@ def test_a_duplicate_waits_for_the_first_then_answers_409_in_progress(api, tenan
     duplicate runs itself."""
     from sqlalchemy import create_engine, text
 
-    from chalicelib.services import idempotency
+    from chalicelib.services.sending import idempotency
 
     monkeypatch.setattr(idempotency, "WAIT_SECONDS", 1)
     server_id = Api.data(api.get(f"{SERVER}/", server_key=tenant.api_key))["server"]["id"]

@@ -20,7 +20,8 @@ from sqlalchemy import delete, func, select
 from chalicelib import clock, ops
 from chalicelib.db import session_scope
 from chalicelib.db.models import DkimKey, InstallationKey
-from chalicelib.services import installation_keys, retention, signing
+from chalicelib.services.security import installation_keys, signing
+from chalicelib.services.messages import retention
 from tests.e2e.dns_helpers import check, dns_zone, domain_record, publish  # noqa: F401
 from tests.e2e.test_sending import rcpt, sent_ok, wait_status
 from tests.e2e.webhook_helpers import create_webhook, emit, make_message

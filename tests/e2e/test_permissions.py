@@ -219,7 +219,7 @@ def test_a_change_racing_a_delete_answers_not_found(api, team, monkeypatch):
     write: 404, not a 500."""
     from chalicelib.db import session_scope
     from chalicelib.db.models import Organization
-    from chalicelib.services import organizations
+    from chalicelib.services.organizations import organizations
 
     original = organizations.update_organization
 

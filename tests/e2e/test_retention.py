@@ -10,7 +10,7 @@ from chalicelib import clock
 from chalicelib.db import session_scope
 from chalicelib.db.models import (Delivery, Message, MessageEvent, Server, Submission,
                                   Suppression, User, UserSession)
-from chalicelib.services.tokens import generate_secret, hash_secret
+from chalicelib.services.security.tokens import generate_secret, hash_secret
 from chalicelib.workers import retention
 from tests.support import unique
 

@@ -60,7 +60,7 @@ def _restore_shared_state() -> None:
     """The run may have suspended or disabled things other tests share: the seeded admin key
     is made usable again (seed_key un-revokes it)."""
     from chalicelib.db import session_scope
-    from chalicelib.services import admin_keys
+    from chalicelib.services.accounts import admin_keys
 
     with session_scope() as db:
         admin_keys.seed_key(db, TEST_ADMIN_KEY)

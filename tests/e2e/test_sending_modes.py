@@ -165,13 +165,13 @@ def test_cancel_a_pending_message_before_any_attempt(api, tenant, db):
     """A Pending message no worker has touched yet (its domain's MX is not reachable in this
     test: no relay, and it is cancelled in the same breath)."""
     from chalicelib.db.models import Message
-    from chalicelib.services import message_actions
+    from chalicelib.services.messages import actions
 
     [recipient] = sent_ok(api, tenant, send_at=later(hours=1))["recipients"]
     row = db.get(Message, recipient["id"])
     row.status = "Pending"  # as if due, but not claimed by any worker yet
     db.commit()
-    assert message_actions.cancel(db, row).status == "Cancelled"
+    assert actions.cancel(db, row).status == "Cancelled"
     db.commit()
     # A claimed (in-flight) message cannot be cancelled.
     [other] = sent_ok(api, tenant, send_at=later(hours=1))["recipients"]
@@ -179,7 +179,7 @@ def test_cancel_a_pending_message_before_any_attempt(api, tenant, db):
     row.locked_by, row.locked_at = "worker", clock.now()
     db.commit()
     with pytest.raises(Exception) as refused:
-        message_actions.cancel(db, row)
+        actions.cancel(db, row)
     assert "being delivered" in str(refused.value)
 
 

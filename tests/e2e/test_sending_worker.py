@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import Delivery, Message
-from chalicelib.services import submission
+from chalicelib.services.sending import submission
 from chalicelib.workers import delivery as worker
 from tests.conftest import TEST_DATABASE_URL
 from tests.e2e.test_sending import message, rcpt, sent_ok, wait_status
@@ -27,7 +27,7 @@ def _park(db, api, tenant, to: str) -> int:
     leave the row alone until the test makes it due."""
     with session_scope() as session:
         from chalicelib.db.models import Server
-        from chalicelib.services import credentials
+        from chalicelib.services.organizations import credentials
 
         srv = credentials.authenticate_key(session, tenant.api_key, "API").server
         request = type("R", (), dict(from_=f"app@{tenant.domain}", to=[to], cc=None, bcc=None,
@@ -135,7 +135,7 @@ def test_the_sweeper_wakes_a_due_row_once_until_it_is_claimed(api, tenant, mx, d
     """During a backlog a due row's wake-up sits in the queue: later sweeps must not add more.
     It is woken again only after SWEEP_REWAKE_SECONDS without a claim (a lost wake-up), or at
     once after a claim consumed the last one."""
-    from chalicelib.services import claims
+    from chalicelib.db import claims
 
     monkeypatch.setenv("SWEEP_REWAKE_SECONDS", "600")
     message_id = _park(db, api, tenant, rcpt("sweep"))
@@ -163,7 +163,7 @@ def test_the_sweeper_wakes_a_due_row_once_until_it_is_claimed(api, tenant, mx, d
 def test_a_restart_of_the_local_stack_forgets_queued_wakeups(api, tenant, mx, db):
     from chalicelib.config import get_settings
     from chalicelib.local.stack import prepare
-    from chalicelib.services import claims
+    from chalicelib.db import claims
 
     message_id = _park(db, api, tenant, rcpt("restart"))
     with session_scope() as session:

@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from chalicelib.services import oidc
+from chalicelib.services.accounts import oidc
 from tests import oidc_support
 from tests.e2e.accounts_helpers import ADMIN, AUTH, PASSWORD, events
 from tests.support import Api

@@ -9,7 +9,7 @@ import requests
 
 from chalicelib.db import session_scope
 from chalicelib.db.models import ClickEvent, MessageEvent, OpenEvent, Stream, TrackedLink
-from chalicelib.services import tracking
+from chalicelib.services.tracking import engagement
 from tests.e2e.tracking_helpers import (HTML_MESSAGE, default_stream_id, html_and_text,
                                         make_message, server_id, tracking_urls)
 from tests.support import Api
@@ -57,7 +57,7 @@ def _seed(sid: int):
             db.add(OpenEvent(message_id=message.id, server_id=sid, stream_id=message.stream_id,
                              tag=message.tag, likely_machine=machine, first=first,
                              created_at=T0 + timedelta(minutes=minutes)))
-        link = TrackedLink(message_id=made[1].id, token=tracking.new_link_token(),
+        link = TrackedLink(message_id=made[1].id, token=engagement.new_link_token(),
                            url="https://example.org/")
         db.add(link)
         db.flush()
@@ -152,7 +152,7 @@ def test_recorded_opens_and_clicks_show_in_default_range_stats(api, tenant, stac
     sid = server_id(tenant)
     with session_scope() as db:
         message = make_message(db, sid, tag="live")
-        raw = tracking.prepare_outgoing(db, message, HTML_MESSAGE)
+        raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
     clicks, pixels = tracking_urls(html_and_text(raw)[0])
     for _ in range(2):
         requests.get(pixels[0], timeout=10, headers={"User-Agent": "Thunderbird/128"})

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from chalicelib.db import session_scope
 from chalicelib.db.models import Server, Suppression
-from chalicelib.services import suppressions
+from chalicelib.services.suppressions import entries as suppressions
 from tests.support import unique
 
 

@@ -12,7 +12,7 @@ import requests
 from chalicelib import clock
 from chalicelib.db import session_scope
 from chalicelib.db.models import TrackedLink
-from chalicelib.services import tracking
+from chalicelib.services.tracking import engagement
 from tests.e2e.tracking_helpers import (HTML_MESSAGE, html_and_text, make_message, server_id,
                                         tracking_urls)
 from tests.support import Api, make_tenant
@@ -31,7 +31,7 @@ def _prepared(tenant, **kw):
     sid = server_id(tenant)
     with session_scope() as db:
         message = make_message(db, sid, sent_at=clock.now() - timedelta(hours=1), **kw)
-        raw = tracking.prepare_outgoing(db, message, HTML_MESSAGE)
+        raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         return message.id, raw
 
 
@@ -111,11 +111,11 @@ def test_retry_reuses_tokens_and_untracked_messages_are_left_alone(tenant, publi
     sid = server_id(tenant)
     with session_scope() as db:
         message = make_message(db, sid)
-        first = tracking.prepare_outgoing(db, message, HTML_MESSAGE)
-        second = tracking.prepare_outgoing(db, message, HTML_MESSAGE)
+        first = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
+        second = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         assert first == second
         plain = make_message(db, sid, track=False)
-        out = tracking.prepare_outgoing(db, plain, HTML_MESSAGE)
+        out = engagement.prepare_outgoing(db, plain, HTML_MESSAGE)
         assert out == HTML_MESSAGE.replace(b"X-Track: all\r\n", b"")
         assert db.query(TrackedLink).filter_by(message_id=plain.id).count() == 0
 
@@ -126,7 +126,7 @@ def test_opens_only_leaves_links_alone(tenant, public_url):
         message = make_message(db, sid)
         message.track_clicks = False
         clicks, pixels = tracking_urls(html_and_text(
-            tracking.prepare_outgoing(db, message, HTML_MESSAGE))[0])
+            engagement.prepare_outgoing(db, message, HTML_MESSAGE))[0])
     assert clicks == [] and len(pixels) == 1
 
 
@@ -154,7 +154,7 @@ def test_an_open_right_after_sending_is_likely_machine(api, tenant, public_url):
     sid = server_id(tenant)
     with session_scope() as db:
         message = make_message(db, sid, sent_at=clock.now())
-        raw = tracking.prepare_outgoing(db, message, HTML_MESSAGE)
+        raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         message_id = message.id
     _, pixels = tracking_urls(html_and_text(raw)[0])
     requests.get(pixels[0], headers={"User-Agent": BROWSER}, timeout=10)

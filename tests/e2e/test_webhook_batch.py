@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib import queues
-from chalicelib.services import webhook_batch
-from chalicelib.services import webhook_delivery as single
+from chalicelib.services.webhooks import batch as webhook_batch
+from chalicelib.services.webhooks import deliver as single
 from tests.conftest import TEST_DATABASE_URL
 from tests.e2e.webhook_helpers import create_webhook, emit, log_rows, make_message, queue_rows
 from tests.receivers import Receiver

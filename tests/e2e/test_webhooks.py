@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from chalicelib.db import session_scope
 from chalicelib.db.models import Webhook, WebhookRequest
-from chalicelib.services import webhook_delivery
+from chalicelib.services.webhooks import deliver
 from tests.e2e.webhook_helpers import (create_webhook, emit, log_rows, make_message,
                                        openssl_verifies, queue_rows)
 from tests.receivers import Receiver, Reply
@@ -229,14 +229,14 @@ def test_duplicate_wakeups_send_once(api, tenant):
             row_id = db.scalar(select(WebhookRequest.id).where(
                 WebhookRequest.webhook_id == hook["id"]))
         # Three more wake-ups for the same row race the one the stack got.
-        threads = [threading.Thread(target=webhook_delivery.process, args=(row_id,))
+        threads = [threading.Thread(target=deliver.process, args=(row_id,))
                    for _ in range(3)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wait_for(lambda: not queue_rows(hook["id"]) and log_rows(hook["id"]))
-        assert webhook_delivery.process(row_id) == "gone"
+        assert deliver.process(row_id) == "gone"
     assert len(rx.requests) == 1 and len(log_rows(hook["id"])) == 1
 
 
@@ -257,7 +257,7 @@ def test_early_wakeup_only_reschedules(api, tenant):
             db.add(row)
             db.flush()
             row_id = row.id
-        assert webhook_delivery.process(row_id) == "early"
+        assert deliver.process(row_id) == "early"
         [early] = [r for r in queue_rows(hook["id"]) if r.id == row_id]
         assert early.attempts == 0 and early.locked_by is None and len(rx.requests) == 1
         Api.data(api.delete(tenant.server_path + f"/webhooks/{hook['id']}"))
@@ -282,7 +282,7 @@ def test_events_emitted_by_another_process_reach_the_webhook(api, tenant):
         message_id = make_message(tenant)
         code = ("from chalicelib.db import session_scope\n"
                 "from chalicelib.db.models import Message\n"
-                "from chalicelib.services import events\n"
+                "from chalicelib.services.messages import events\n"
                 "with session_scope() as db:\n"
                 f"    events.emit(db, db.get(Message, {message_id}), 'MessageHeld', 'held')\n")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -295,11 +295,11 @@ def test_events_emitted_by_another_process_reach_the_webhook(api, tenant):
 
 def test_retry_schedule_matches_the_spec(monkeypatch):
     monkeypatch.setenv("TIME_SCALE", "1")
-    minutes = [webhook_delivery.retry_delay_seconds(n) / 60 for n in range(1, 10)]
+    minutes = [deliver.retry_delay_seconds(n) / 60 for n in range(1, 10)]
     assert minutes == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert webhook_delivery.retry_delay_seconds(20) == 24 * 3600  # capped
+    assert deliver.retry_delay_seconds(20) == 24 * 3600  # capped
     monkeypatch.setenv("TIME_SCALE", "0.001")
-    assert webhook_delivery.retry_delay_seconds(3) == 4 * 60 * 0.001
+    assert deliver.retry_delay_seconds(3) == 4 * 60 * 0.001
 
 
 def test_huge_response_body_is_cut_to_2kb(api, tenant):

@@ -102,7 +102,7 @@ def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
     from chalicelib import clock
     from chalicelib.db import session_scope
     from chalicelib.db.models import WebhookRequest
-    from chalicelib.services import webhook_delivery
+    from chalicelib.services.webhooks import deliver
     from tests.e2e.webhook_helpers import emit, make_message
 
     with Receiver([500, 500, 500]) as failing:
@@ -113,6 +113,6 @@ def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
         with session_scope() as db:  # due again, woken by a sweep (so no other sweep takes it)
             db.execute(update(WebhookRequest).where(WebhookRequest.id == row.id).values(
                 woken_at=clock.now(), next_attempt_at=clock.now() - timedelta(seconds=1)))
-        webhook_delivery.process(row.id)
+        deliver.process(row.id)
         [row] = queue_rows(hook["id"])
         assert row.attempts == 2 and row.woken_at is None

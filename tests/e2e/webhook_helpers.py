@@ -13,7 +13,8 @@ from sqlalchemy import select
 from chalicelib.db import session_scope
 from chalicelib.db.models import (Message, Organization, Server, WebhookRequest,
                                   WebhookRequestLog)
-from chalicelib.services import events, keys, signing
+from chalicelib.services.messages import events
+from chalicelib.services.security import keys, signing
 from tests.support import Api
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.services.bounce_categories import CATEGORIES, classify
+from chalicelib.services.delivery.categories import CATEGORIES, classify
 
 CASES = [
     # (status, code, text, expected)

@@ -14,9 +14,9 @@ LAZY = ["requests", "email_validator", "urllib3", "aiosmtpd", "argon2", "pyotp",
         # dialect modules: the engine loads the configured one on first connection
         "sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite",
         # only SSO, a webhook or inbound delivery, tracking, templates or a bounce need these
-        "chalicelib.services.oidc", "chalicelib.services.webhook_delivery",
-        "chalicelib.services.inbound_endpoints", "chalicelib.services.tracking_rewrite",
-        "chalicelib.services.templating", "chevron", "email.parser",
+        "chalicelib.services.accounts.oidc", "chalicelib.services.webhooks.deliver",
+        "chalicelib.services.inbound.endpoints", "chalicelib.services.tracking.rewrite",
+        "chalicelib.services.sending.templating", "chevron", "email.parser",
         # logs, metrics and traces: built at the first line or flush (chalicelib/observability)
         "aws_lambda_powertools", "aws_xray_sdk", "chalicelib.workers.sweeper"]
 

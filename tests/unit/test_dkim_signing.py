@@ -1,4 +1,4 @@
-"""Tests for chalicelib.services.dkim_signing.
+"""Tests for chalicelib.services.dkim.signer.
 
 The reference for every signature is dkimpy itself: pure-Python ``dkim.sign``
 (its own RSA) must produce exactly the same bytes as our OpenSSL-backed
@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from chalicelib.services import dkim_signing as ds
+from chalicelib.services.dkim import signer as ds
 
 TS = 1_700_000_000
 DOMAIN = "example.com"

@@ -13,8 +13,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from chalicelib.services import oidc
-from chalicelib.services.oidc import OIDCConfig, OIDCError
+from chalicelib.services.accounts import oidc
+from chalicelib.services.accounts.oidc import OIDCConfig, OIDCError
 from tests import oidc_support
 
 REDIRECT_URI = "http://127.0.0.1:9/sso/callback"  # never requested

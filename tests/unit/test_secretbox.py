@@ -5,7 +5,7 @@ from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from chalicelib.services.secretbox import (
+from chalicelib.services.security.secretbox import (
     DEFAULT_PURPOSE,
     InvalidEncryptionKey,
     SecretBox,

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from chalicelib.services import signing
+from chalicelib.services.security import signing
 
 
 @pytest.fixture(autouse=True)
@@ -303,7 +303,7 @@ def test_fallback_without_hard_links(tmp_path, monkeypatch):
 
 
 def _child_load(path, barrier, queue):
-    from chalicelib.services import signing as child_signing
+    from chalicelib.services.security import signing as child_signing
 
     barrier.wait(timeout=30)
     key = child_signing.load_or_create_key(path)

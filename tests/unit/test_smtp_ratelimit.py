@@ -11,7 +11,7 @@ from sqlalchemy import select
 from chalicelib import clock
 from chalicelib.db import session_scope
 from chalicelib.db.models import SmtpAuthFailure
-from chalicelib.services import retention
+from chalicelib.services.messages import retention
 from chalicelib.smtp.ratelimit import MAX_DELAY_SECONDS, AuthFailureLimiter
 from tests.support import unique
 

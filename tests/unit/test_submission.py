@@ -8,7 +8,9 @@ from sqlalchemy import func, select
 from chalicelib import errors
 from chalicelib.api.schemas.messages import SendRequest
 from chalicelib.db.models import Message, MessageEvent, Server, Submission
-from chalicelib.services import credentials, submission, suppressions
+from chalicelib.services.organizations import credentials
+from chalicelib.services.sending import submission
+from chalicelib.services.suppressions import entries as suppressions
 from tests.support import unique
 
 

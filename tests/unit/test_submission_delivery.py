@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from chalicelib.services import delivery, retry
+from chalicelib.services.delivery import smtp as delivery, retry
 from tests.dns_server import LoopbackDNS
 
 

@@ -5,7 +5,8 @@ import pytest
 
 from chalicelib import errors
 from chalicelib.db.models import Organization
-from chalicelib.services import organizations, streams, templates
+from chalicelib.services.organizations import organizations
+from chalicelib.services.sending import streams, templates
 from tests.support import unique
 
 

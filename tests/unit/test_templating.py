@@ -8,8 +8,8 @@ import time
 import chevron
 import pytest
 
-from chalicelib.services import templating
-from chalicelib.services.templating import (
+from chalicelib.services.sending import templating
+from chalicelib.services.sending.templating import (
     TemplateRenderError,
     TemplateSyntaxError,
     render,

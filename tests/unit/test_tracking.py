@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from chalicelib import errors
-from chalicelib.services import tracking
-from chalicelib.services.tracking_detect import classify
+from chalicelib.services.tracking import engagement
+from chalicelib.services.tracking.detect import classify
 
 NOW = datetime(2030, 5, 1, 12, 0, 0)
 BROWSER = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
@@ -17,7 +17,7 @@ BROWSER = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/1
 def _flags(server=(True, True), domain=(True, True), **kw):
     srv = SimpleNamespace(track_opens=server[0], track_clicks=server[1])
     dom = SimpleNamespace(track_opens=domain[0], track_clicks=domain[1])
-    return tracking.resolve_flags(srv, dom, **kw)
+    return engagement.resolve_flags(srv, dom, **kw)
 
 
 def test_switches_from_server_domain_header_and_fields():
@@ -45,24 +45,24 @@ def test_switches_from_server_domain_header_and_fields():
     (b"no header block at all", b"no header block at all"),
 ])
 def test_strip_header(raw, expected):
-    assert tracking.strip_header(raw) == expected
+    assert engagement.strip_header(raw) == expected
 
 
 def test_open_tokens_are_tamper_evident():
-    token = tracking.open_token(42)
-    assert tracking.message_id_from_open_token(token) == 42
+    token = engagement.open_token(42)
+    assert engagement.message_id_from_open_token(token) == 42
     number, signature = token.split(".")
     flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
-    other = tracking.open_token(43).split(".")[1]
+    other = engagement.open_token(43).split(".")[1]
     for bad in (f"43.{signature}", f"{number}.{flipped}", f"{number}.{other}", number,
                 f"042.{signature}", f"{token}.x", "", "-1.abc", f"{number}.{signature[:-2]}"):
-        assert tracking.message_id_from_open_token(bad) is None, bad
+        assert engagement.message_id_from_open_token(bad) is None, bad
 
 
 def test_link_tokens_are_long_and_random():
-    tokens = {tracking.new_link_token() for _ in range(1000)}
+    tokens = {engagement.new_link_token() for _ in range(1000)}
     assert len(tokens) == 1000
-    assert all(len(t) == 32 and tracking._LINK_TOKEN.match(t) for t in tokens)
+    assert all(len(t) == 32 and engagement._LINK_TOKEN.match(t) for t in tokens)
 
 
 def _classify(kind="open", ua=BROWSER, ip="198.51.100.7", method="GET", sent_ago=3600):

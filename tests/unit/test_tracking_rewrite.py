@@ -4,7 +4,7 @@ from email.parser import BytesParser
 
 import pytest
 
-from chalicelib.services.tracking_rewrite import (
+from chalicelib.services.tracking.rewrite import (
     PIXEL_TEMPLATE,
     apply_tracking,
     rewrite_html,

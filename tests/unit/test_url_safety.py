@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from chalicelib.services.url_safety import (
+from chalicelib.services.security.url_safety import (
     UnsafeURL,
     check_url,
     describe_ip,

@@ -8,7 +8,7 @@ from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api.auth import bearer_token
 from chalicelib.api.framework import NONE, Call, endpoint
 from chalicelib.api.schemas import accounts as schemas
-from chalicelib.services import accounts, members, sessions
+from chalicelib.services.accounts import users, members, sessions
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
@@ -22,7 +22,7 @@ def preview(call: Call, token: str):
     return {"invitation": {"email_address": inv.email_address, "role": inv.role,
                            "organization": {"name": org.name, "permalink": org.permalink},
                            "expires_at": inv.expires_at,
-                           "account_exists": accounts.find_by_email(call.db, inv.email_address)
+                           "account_exists": users.find_by_email(call.db, inv.email_address)
                            is not None}}
 
 

@@ -9,7 +9,7 @@ from chalice import Blueprint
 
 from chalicelib.api.framework import NONE, Call, endpoint
 from chalicelib.config import Settings, get_settings
-from chalicelib.services import accounts
+from chalicelib.services.accounts import users
 from chalicelib import shapes
 from chalicelib.shapes import accounts as shape
 from chalicelib.shapes import builds
@@ -27,7 +27,7 @@ def options(call: Call):
         "sso": settings.auth_oidc_enabled,
         "organization_creation": settings.auth_allow_organization_creation,
         "minimum_password_length": settings.auth_minimum_password_length,
-        "first_run": not accounts.any_user_exists(call.db),
+        "first_run": not users.any_user_exists(call.db),
         "smtp": smtp_submission(settings),
     }}
 

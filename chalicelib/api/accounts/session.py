@@ -7,7 +7,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, SESSION, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
-from chalicelib.services import accounts, admin_keys, audit, sessions, totp
+from chalicelib.services.accounts import users, admin_keys, audit, sessions, totp
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
@@ -25,7 +25,7 @@ def session_answer(user, session, token) -> dict:
           response=shape.SessionResult)
 def register(call: Call):
     b = call.body
-    return session_answer(*accounts.register(call.db, email=b.email_address,
+    return session_answer(*users.register(call.db, email=b.email_address,
                                              first_name=b.first_name, last_name=b.last_name,
                                              password=b.password, client=client(call)))
 
@@ -34,14 +34,14 @@ def register(call: Call):
           response=shape.SessionResult)
 def login(call: Call):
     b = call.body
-    return session_answer(*accounts.login(call.db, email=b.email_address, password=b.password,
+    return session_answer(*users.login(call.db, email=b.email_address, password=b.password,
                                           totp_code=b.totp_code, client=client(call)))
 
 
 @endpoint(bp, "/logout", "POST", auth=SESSION,
           response=shape.LoggedOut)
 def logout(call: Call):
-    accounts.logout(call.db, call.principal.session, client(call))
+    users.logout(call.db, call.principal.session, client(call))
     return {"logged_out": True}
 
 
@@ -82,7 +82,7 @@ def revoke_other_sessions(call: Call):
 def _me(call: Call) -> dict:
     user = call.principal.user
     return {"user": schemas.user(user),
-            "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
+            "memberships": [schemas.membership(m) for m in users.memberships(call.db, user)]}
 
 
 @endpoint(bp, "/me", "GET", auth=SESSION,
@@ -96,9 +96,9 @@ def me(call: Call):
 def update_me(call: Call):
     user, body = call.principal.user, call.body
     if body.email_address is not None:
-        accounts.change_own_email(call.db, user, body.email_address, body.current_password,
+        users.change_own_email(call.db, user, body.email_address, body.current_password,
                                   client(call))
-    accounts.update_profile(user, body.model_dump(exclude_unset=True))
+    users.update_profile(user, body.model_dump(exclude_unset=True))
     return _me(call)
 
 
@@ -106,7 +106,7 @@ def update_me(call: Call):
           response=shape.SessionResult)
 def change_password(call: Call):
     user = call.principal.user
-    session, token = accounts.change_password(call.db, user,
+    session, token = users.change_password(call.db, user,
                                               current_password=call.body.current_password,
                                               new_password=call.body.new_password,
                                               client=client(call))
@@ -120,14 +120,14 @@ def request_reset(call: Call):
     # itself): only then does the answer carry the token. Everyone else gets the same message.
     key = call.headers.get("x-admin-api-key")
     operator = bool(key) and admin_keys.authenticate(call.db, key) is not None
-    return accounts.request_password_reset(call.db, call.body.email_address, client(call),
+    return users.request_password_reset(call.db, call.body.email_address, client(call),
                                            operator=operator)
 
 
 @endpoint(bp, "/password-reset/complete", "POST", auth=NONE, body=schemas.ResetCompleteIn,
           response=shape.ResetCompleted)
 def complete_reset(call: Call):
-    user = accounts.complete_password_reset(call.db, token=call.body.token,
+    user = users.complete_password_reset(call.db, token=call.body.token,
                                             password=call.body.password, client=client(call))
     return {"password_reset": True, "user": schemas.user(user)}
 
@@ -149,7 +149,7 @@ def totp_activate(call: Call):
           response=shape.TotpState)
 def totp_disable(call: Call):
     user = call.principal.user
-    accounts.check_password(call.db, user, call.body.password, client(call),
+    users.check_password(call.db, user, call.body.password, client(call),
                             event="totp_disable_failed")
     totp.disable(call.db, user, client(call))
     return {"totp_enabled": False, "user": schemas.user(user)}

@@ -17,7 +17,7 @@ from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, Call, endpoint, success
 from chalicelib.config import get_settings
-from chalicelib.services import sso
+from chalicelib.services.accounts import sso
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)

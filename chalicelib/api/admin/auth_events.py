@@ -6,8 +6,8 @@ from chalice import Blueprint
 from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint
-from chalicelib.services import audit
-from chalicelib.services.permissions import authorize
+from chalicelib.services.accounts import audit
+from chalicelib.services.accounts.permissions import authorize
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)

@@ -5,7 +5,8 @@ from chalice import Blueprint
 
 from chalicelib.api import records
 from chalicelib.api.framework import ADMIN, Call, endpoint
-from chalicelib.services import domains, lookup
+from chalicelib.services.domains import manage
+from chalicelib.services.organizations import lookup
 from chalicelib import shapes
 from chalicelib.shapes import management as shape
 
@@ -16,20 +17,20 @@ DOMAIN = "/organizations/{org}/servers/{server}/domains/{name}"
 @endpoint(bp, DOMAIN + "/check", "GET", auth=ADMIN,
           response=shapes.one("check", shape.DnsCheck))
 def check_domain(call: Call, org: str, server: str, name: str):
-    from chalicelib.services import domain_checks  # dnspython: not at cold start
+    from chalicelib.services.domains import checks  # dnspython: not at cold start
 
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
-    domain = domains.find_domain(call.db, srv, name)
-    return {"check": domain_checks.check_domain(call.db, domain)}
+    domain = manage.find_domain(call.db, srv, name)
+    return {"check": checks.check_domain(call.db, domain)}
 
 
 @endpoint(bp, DOMAIN + "/dkim/rotate", "POST", auth=ADMIN,
           response=shapes.one("domain", shape.Domain))
 def rotate_dkim(call: Call, org: str, server: str, name: str):
-    from chalicelib.services import dkim_rotation
+    from chalicelib.services.dkim import rotation as dkim_rotation
 
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    domain = domains.find_domain(call.db, srv, name)
+    domain = manage.find_domain(call.db, srv, name)
     dkim_rotation.rotate(call.db, domain)
     return {"domain": records.domain(domain)}
 
@@ -37,8 +38,8 @@ def rotate_dkim(call: Call, org: str, server: str, name: str):
 @endpoint(bp, DOMAIN + "/dkim/activate", "POST", auth=ADMIN,
           response=shapes.one("domain", shape.Domain))
 def activate_dkim(call: Call, org: str, server: str, name: str):
-    from chalicelib.services import dkim_rotation
+    from chalicelib.services.dkim import rotation as dkim_rotation
 
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    domain = domains.find_domain(call.db, srv, name)
+    domain = manage.find_domain(call.db, srv, name)
     return {"domain": records.domain(dkim_rotation.activate(call.db, domain))}

@@ -9,7 +9,8 @@ from chalicelib import shapes
 from chalicelib.api import records
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.api.schemas import Schema
-from chalicelib.services import domains, lookup
+from chalicelib.services.domains import manage
+from chalicelib.services.organizations import lookup
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
@@ -31,13 +32,13 @@ class DomainTrackingUpdate(Schema):
           response=shapes.one("domain", shape.Domain))
 def update_domain_tracking(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    domain = domains.find_domain(call.db, srv, name)
+    domain = manage.find_domain(call.db, srv, name)
     for key in ("track_opens", "track_clicks"):
         value = getattr(call.body, key)
         if value is not None:
             setattr(domain, key, value)
     given = call.body.model_fields_set
-    domains.update_hosts(domain, return_path_host=call.body.return_path_host,
+    manage.update_hosts(domain, return_path_host=call.body.return_path_host,
                          tracking_host=call.body.tracking_host,
                          clear_tracking="tracking_host" in given and call.body.tracking_host is None)
     call.db.flush()

@@ -11,7 +11,8 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
 from chalicelib.db.models import Credential, Domain
-from chalicelib.services import credentials, domains, lookup
+from chalicelib.services.organizations import credentials, lookup
+from chalicelib.services.domains import manage
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
@@ -32,21 +33,21 @@ def list_domains(call: Call, org: str, server: str):
           response=shapes.one("domain", shape.Domain))
 def create_domain(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    return {"domain": records.domain(domains.create_domain(call.db, srv, call.body.name))}
+    return {"domain": records.domain(manage.create_domain(call.db, srv, call.body.name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN,
           response=shapes.one("domain", shape.Domain))
 def show_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
-    return {"domain": records.domain(domains.find_domain(call.db, srv, name))}
+    return {"domain": records.domain(manage.find_domain(call.db, srv, name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN,
           response=shapes.deleted("domain", shape.Domain))
 def delete_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    domain = domains.find_domain(call.db, srv, name)
+    domain = manage.find_domain(call.db, srv, name)
     record = records.domain(domain)
     call.db.delete(domain)
     return {"domain": record, "deleted": True}
@@ -56,7 +57,7 @@ def delete_domain(call: Call, org: str, server: str, name: str):
           response=shapes.one("domain", shape.Domain))
 def verify_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    return {"domain": records.domain(domains.verify_domain(domains.find_domain(call.db, srv, name)))}
+    return {"domain": records.domain(manage.verify_domain(manage.find_domain(call.db, srv, name)))}
 
 
 @endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION,

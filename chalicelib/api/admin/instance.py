@@ -10,8 +10,9 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn
 from chalicelib.db.models import IPAddress, IPPool
-from chalicelib.services import admin_keys, audit, ip_pools
-from chalicelib.services.permissions import authorize
+from chalicelib.services.accounts import admin_keys, audit
+from chalicelib.services.delivery import ip_pools
+from chalicelib.services.accounts.permissions import authorize
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)

@@ -7,7 +7,8 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
-from chalicelib.services import accounts, lookup, members
+from chalicelib.services.accounts import users, members
+from chalicelib.services.organizations import lookup
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
@@ -74,7 +75,7 @@ def invite(call: Call, org: str):
     inv, token = members.invite(call.db, call.principal, found, email=call.body.email_address,
                                 role=call.body.role)
     return {"invitation": schemas.invitation(inv, token,
-                                             accounts.frontend_link(f"invitations/{token}"))}
+                                             users.frontend_link(f"invitations/{token}"))}
 
 
 @endpoint(bp, ORG + "/invitations/{id}", "GET", auth=ADMIN,

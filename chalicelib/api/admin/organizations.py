@@ -11,7 +11,8 @@ from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, Organizat
     ServerUpdate, SuspendIn
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server
-from chalicelib.services import lookup, organizations, permissions
+from chalicelib.services.organizations import lookup, organizations
+from chalicelib.services.accounts import permissions
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)

@@ -12,7 +12,8 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import Schema
 from chalicelib.db.models import Route
-from chalicelib.services import lookup, routes
+from chalicelib.services.organizations import lookup
+from chalicelib.services.inbound import routes
 from chalicelib.shapes import management as shape
 from chalicelib.shapes import builds
 

@@ -10,7 +10,8 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.messages import SuppressionImport, SuppressionIn
 from chalicelib.db.models import Suppression
-from chalicelib.services import lookup, suppressions
+from chalicelib.services.organizations import lookup
+from chalicelib.services.suppressions import entries as suppressions
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)

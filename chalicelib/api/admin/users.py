@@ -8,8 +8,8 @@ from chalicelib.api.accounts.session import client
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
-from chalicelib.services import accounts, users
-from chalicelib.services.permissions import authorize
+from chalicelib.services.accounts import users as accounts, administration
+from chalicelib.services.accounts.permissions import authorize
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
@@ -19,7 +19,7 @@ bp = Blueprint(__name__)
           response=shapes.page("users", shape.User))
 def list_users(call: Call):
     authorize(call.principal, "users.manage")
-    rows, pagination = paginate(call.db, users.users_query(), *call.page_args())
+    rows, pagination = paginate(call.db, administration.users_query(), *call.page_args())
     return {"users": [schemas.user(u) for u in rows], "pagination": pagination}
 
 
@@ -28,7 +28,7 @@ def list_users(call: Call):
 def create_user(call: Call):
     authorize(call.principal, "users.manage")
     b = call.body
-    user = users.create(call.db, call.principal, client(call), email=b.email_address,
+    user = administration.create(call.db, call.principal, client(call), email=b.email_address,
                         first_name=b.first_name, last_name=b.last_name, password=b.password,
                         admin=b.admin)
     return {"user": schemas.user(user)}
@@ -38,7 +38,7 @@ def create_user(call: Call):
           response=shape.Me)
 def show_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
-    user = users.find(call.db, id)
+    user = administration.find(call.db, id)
     return {"user": schemas.user(user),
             "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
 
@@ -47,7 +47,7 @@ def show_user(call: Call, id: int):
           response=shapes.one("user", shape.User))
 def update_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
-    user = users.update(call.db, call.principal, client(call), users.find(call.db, id),
+    user = administration.update(call.db, call.principal, client(call), administration.find(call.db, id),
                         call.body.model_dump(exclude_unset=True))
     return {"user": schemas.user(user)}
 
@@ -56,9 +56,9 @@ def update_user(call: Call, id: int):
           response=shapes.deleted("user", shape.User))
 def delete_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
-    user = users.find(call.db, id)
+    user = administration.find(call.db, id)
     record = schemas.user(user)
-    users.delete(call.db, call.principal, client(call), user)
+    administration.delete(call.db, call.principal, client(call), user)
     return {"user": record, "deleted": True}
 
 
@@ -67,6 +67,6 @@ def delete_user(call: Call, id: int):
 def issue_password_reset(call: Call, id: int):
     """The operator's way to hand a user a reset link (the service sends no mail)."""
     authorize(call.principal, "users.manage")
-    user = users.find(call.db, id)
+    user = administration.find(call.db, id)
     return {"password_reset": accounts.issue_password_reset(call.db, user, client(call),
-                                                            by=users.actor(call.principal))}
+                                                            by=administration.actor(call.principal))}

@@ -11,8 +11,8 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.webhooks import WebhookIn, WebhookTestIn, WebhookUpdate
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
-from chalicelib.services import lookup
-from chalicelib.services import webhooks as service  # also registers the events listener
+from chalicelib.services.organizations import lookup
+from chalicelib.services.webhooks import hooks as service  # also registers the events listener
 from chalicelib.shapes import management as shape
 from chalicelib.shapes import builds
 

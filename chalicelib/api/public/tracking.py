@@ -10,7 +10,7 @@ from chalice import Blueprint, Response
 from chalice.app import APIGateway, _matches_content_type
 
 from chalicelib.api.framework import NONE, Call, endpoint
-from chalicelib.services import tracking
+from chalicelib.services.tracking import engagement
 
 bp = Blueprint(__name__)
 
@@ -32,7 +32,7 @@ def _can_send_gif(call: Call) -> bool:
 
 @endpoint(bp, "/t/o/{token}", "GET", auth=NONE, raw=True)
 def open_pixel(call: Call, token: str):
-    tracking.record_open(call.db, token, ip=call.ip_address, user_agent=call.user_agent)
+    engagement.record_open(call.db, token, ip=call.ip_address, user_agent=call.user_agent)
     if not _can_send_gif(call):
         return Response(body="", status_code=204, headers=NO_CACHE)
     return Response(body=PIXEL_GIF, status_code=200,
@@ -40,7 +40,7 @@ def open_pixel(call: Call, token: str):
 
 
 def _click(call: Call, token: str, method: str) -> Response:
-    event = tracking.record_click(call.db, token, ip=call.ip_address,
+    event = engagement.record_click(call.db, token, ip=call.ip_address,
                                   user_agent=call.user_agent, method=method)
     return Response(body="", status_code=302,
                     headers={"Location": quote(event.url, safe=_URL_SAFE), **NO_CACHE})

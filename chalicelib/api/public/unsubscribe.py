@@ -10,7 +10,7 @@ import html
 from chalice import Blueprint, Response
 
 from chalicelib.api.framework import NONE, Call, endpoint
-from chalicelib.services import unsubscribe
+from chalicelib.services.suppressions import unsubscribe
 
 bp = Blueprint(__name__)
 

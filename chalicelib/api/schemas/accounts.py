@@ -6,8 +6,8 @@ from pydantic import Field, field_validator
 
 from chalicelib.api.schemas import Schema
 from chalicelib.db.models import Invitation, Membership, User
-from chalicelib.services import members
-from chalicelib.services.passwords import MAX_PASSWORD_LENGTH
+from chalicelib.services.accounts import members
+from chalicelib.services.accounts.passwords import MAX_PASSWORD_LENGTH
 from chalicelib.shapes import builds
 from chalicelib.shapes import accounts as shape
 

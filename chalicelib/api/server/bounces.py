@@ -7,9 +7,9 @@ from chalice import Blueprint
 from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
-from chalicelib.services import bounces
+from chalicelib.services.inbound import bounces
 from chalicelib.shapes import messaging as shape
-from chalicelib.services.bounce_categories import CATEGORIES
+from chalicelib.services.delivery.categories import CATEGORIES
 
 bp = Blueprint(__name__)
 

@@ -6,7 +6,7 @@ from chalice import Blueprint
 
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.api.schemas.messages import BulkRequest
-from chalicelib.services import bulk_actions
+from chalicelib.services.messages import bulk as bulk_actions
 from chalicelib import shapes
 from chalicelib.shapes import messaging as shape
 

@@ -8,7 +8,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import Delivery, Message, Route
-from chalicelib.services import inbound
+from chalicelib.services.inbound import receive
 from chalicelib.shapes import messaging as shape
 from chalicelib.shapes import builds
 
@@ -49,7 +49,7 @@ def record(call: Call, message: Message, detail: bool = False) -> dict:
 def search_inbound(call: Call):
     status = call.query_str("status")
     held = call.query_bool("held") if call.query_str("held") is not None else None
-    stmt = inbound.search_stmt(call.server.id, query=call.query_str("query"), status=status,
+    stmt = receive.search_stmt(call.server.id, query=call.query_str("query"), status=status,
                                held=held)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"messages": [record(call, m) for m in rows], "pagination": pagination}
@@ -58,18 +58,18 @@ def search_inbound(call: Call):
 @endpoint(bp, "/inbound/{id}", "GET", auth=SERVER,
           response=shapes.one("message", shape.InboundMessage))
 def show_inbound(call: Call, id: int):
-    return {"message": record(call, inbound.find(call.db, call.server.id, id), detail=True)}
+    return {"message": record(call, receive.find(call.db, call.server.id, id), detail=True)}
 
 
 @endpoint(bp, "/inbound/{id}/retry", "POST", auth=SERVER,
           response=shapes.one("message", shape.InboundMessage))
 def retry_inbound(call: Call, id: int):
-    message = inbound.retry(call.db, inbound.find(call.db, call.server.id, id))
+    message = receive.retry(call.db, receive.find(call.db, call.server.id, id))
     return {"message": record(call, message)}
 
 
 @endpoint(bp, "/inbound/{id}/bypass", "POST", auth=SERVER,
           response=shapes.one("message", shape.InboundMessage))
 def bypass_inbound(call: Call, id: int):
-    message = inbound.bypass(call.db, inbound.find(call.db, call.server.id, id))
+    message = receive.bypass(call.db, receive.find(call.db, call.server.id, id))
     return {"message": record(call, message)}

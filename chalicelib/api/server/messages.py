@@ -13,9 +13,10 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
 from chalicelib.api.schemas.messages import BatchRequest, SendRequest
 from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
-from chalicelib.services import message_actions, submission
+from chalicelib.services.messages import actions
+from chalicelib.services.sending import submission
 from chalicelib.shapes import messaging as shape
-from chalicelib.services.bounce_categories import CATEGORIES
+from chalicelib.services.delivery.categories import CATEGORIES
 
 bp = Blueprint(__name__)
 
@@ -131,14 +132,14 @@ def _message_answer(call: Call, message: Message) -> dict:
           response=shapes.one("message", shape.Message))
 def retry_message(call: Call, id: int):
     """Requeue a Held or HardFail outgoing message for a fresh delivery."""
-    return _message_answer(call, message_actions.retry(call.db, find_message(call, id)))
+    return _message_answer(call, actions.retry(call.db, find_message(call, id)))
 
 
 @endpoint(bp, "/messages/{id}/cancel", "POST", auth=SERVER,
           response=shapes.one("message", shape.Message))
 def cancel_message(call: Call, id: int):
     """Cancel a Scheduled or Pending message that has not been attempted yet."""
-    return _message_answer(call, message_actions.cancel(call.db, find_message(call, id)))
+    return _message_answer(call, actions.cancel(call.db, find_message(call, id)))
 
 
 @endpoint(bp, "/messages/{id}/raw", "GET", auth=SERVER,

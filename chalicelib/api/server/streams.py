@@ -7,7 +7,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.streams import StreamIn, StreamUpdate
-from chalicelib.services import streams
+from chalicelib.services.sending import streams
 from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)

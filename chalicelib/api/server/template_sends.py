@@ -17,7 +17,7 @@ from chalicelib.api.schemas.messages import SendRequest
 from chalicelib.api.schemas.template_sends import (TemplateBatchRequest, TemplateSendRequest,
                                                    shared_fields)
 from chalicelib.db.models import Template
-from chalicelib.services import submission, templates
+from chalicelib.services.sending import submission, templates
 from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)

@@ -8,7 +8,7 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
 from chalicelib.api.server.streams import INCLUDE_ARCHIVED
-from chalicelib.services import templates
+from chalicelib.services.sending import templates
 from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)

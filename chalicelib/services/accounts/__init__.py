@@ -1,0 +1,3 @@
+"""People and their access: users (registration, login, profile, password reset), sessions,
+password hashing, TOTP, single sign-on (OIDC), organization members and invitations, the
+permission matrix, admin API keys, instance administration and the authentication audit trail."""

@@ -1,0 +1,3 @@
+"""Delivering outgoing messages: claiming a due message, holding what must not go, preparing
+the bytes (tracking, unsubscribe headers, DKIM), the SMTP conversation, recording the attempt
+and the retry schedule, bounce categories, capture, and IP pools."""

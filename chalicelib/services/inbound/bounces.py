@@ -1,0 +1,248 @@
+"""Bounces: a delivery status notification (RFC 3464) or any other reply arriving at an
+outgoing message's return-path address ``<token>@<RETURN_PATH_DOMAIN>``, or
+``<token>@<return_path_host>.<domain>`` for a domain with its own return path (that name is
+a CNAME to RETURN_PATH_DOMAIN, so its mail reaches the same gateway).
+
+The token in the local part names the original message (scope outgoing, not itself a
+bounce). The DSN is stored as a Message with ``bounce`` true and ``original_message_id``, its
+parsed report (status code, action, diagnostic, recipient, remote MTA) in the message's
+metadata. A hard bounce (action ``failed`` or a 5.x.x status) marks the original ``Bounced``
+and suppresses its recipient like a hard delivery failure; a delay report (4.x.x) is only
+recorded. Each report carries a category (services/bounce_categories.py) from its status code
+and diagnostic, also set on the original as ``bounce_category``.
+
+A feedback report (ARF) arriving at a return path is a complaint, handled by
+services/complaints.py and stored here the same way (bounce_type ``complaint``).
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from chalicelib import errors, observability
+from chalicelib.config import get_settings
+from chalicelib.db.models import Domain, Message, Submission
+from chalicelib.services.inbound import receive as inbound
+from chalicelib.shapes import builds
+from chalicelib.shapes import messaging as shape
+
+if TYPE_CHECKING:
+    from email.message import Message as EmailMessage
+
+_STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
+_SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
+
+
+def is_return_path(address: str) -> bool:
+    return address.rpartition("@")[2].lower().rstrip(".") == \
+        get_settings().effective_return_path_domain.lower()
+
+
+def is_domain_return_path(db: Session, address: str) -> bool:
+    """``address`` is at a sending domain's own return-path host (``rp.example.com``)."""
+    host, _, name = address.rpartition("@")[2].lower().rstrip(".").partition(".")
+    if not host or "." not in name:
+        return False
+    return db.scalar(select(Domain.id).where(Domain.name == name,
+                                             Domain.return_path_host == host).limit(1)) is not None
+
+
+def original_for(db: Session, address: str) -> Message | None:
+    """The outgoing message whose return path is ``address``."""
+    token = address.rpartition("@")[0]
+    if not token or len(token) > 64:
+        return None
+    base = select(Message).where(Message.scope == "outgoing", Message.bounce.is_(False))
+    found = db.scalar(base.where(Message.token == token))
+    if found is None:  # some MTAs lower-case local parts
+        found = db.scalar(base.where(func.lower(Message.token) == token.lower()).limit(2))
+    return found
+
+
+def _field_value(value) -> str | None:
+    if value is None:
+        return None
+    text = " ".join(str(value).split())
+    return text or None
+
+
+def _typed(value: str | None) -> str | None:
+    """``rfc822; user@example.com`` -> ``user@example.com``."""
+    if value and ";" in value:
+        return value.split(";", 1)[1].strip() or None
+    return value
+
+
+def _parser():
+    # The email parser is imported when a bounce is read, not at cold start.
+    from email import policy
+    from email.parser import BytesParser
+
+    return BytesParser(policy=policy.compat32)
+
+
+def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
+    for part in msg.walk():
+        if part.get_content_type() in ("message/delivery-status", "message/global-delivery-status"):
+            payload = part.get_payload()
+            if isinstance(payload, list):
+                return payload
+            text = payload if isinstance(payload, str) else ""
+            blocks = re.split(r"\r?\n\r?\n", text.strip())
+            return [_parser().parsebytes(b.encode("utf-8", "replace"))
+                    for b in blocks if b.strip()]
+    return []
+
+
+def parse_dsn(raw: bytes) -> dict:
+    """The report of a bounce: status, action, diagnostic, final recipient, remote MTA,
+    type (hard, soft or null when nothing could be read) and whether it is an RFC 3464 report."""
+    msg = _parser().parsebytes(raw)
+    blocks = _status_blocks(msg)
+    report = {"status": None, "action": None, "diagnostic": None, "final_recipient": None,
+              "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks)}
+    if blocks:
+        report["reporting_mta"] = _typed(_field_value(blocks[0].get("Reporting-MTA")))
+        recipient = blocks[1] if len(blocks) > 1 else blocks[0]
+        for block in blocks[1:]:  # the first failed recipient wins
+            if (_field_value(block.get("Action")) or "").lower() == "failed":
+                recipient = block
+                break
+        report["action"] = (_field_value(recipient.get("Action")) or "").lower() or None
+        status = _field_value(recipient.get("Status"))
+        match = _STATUS.search(status or "")
+        report["status"] = ".".join(match.groups()) if match else status
+        report["diagnostic"] = _typed(_field_value(recipient.get("Diagnostic-Code")))
+        report["final_recipient"] = _typed(_field_value(recipient.get("Final-Recipient")))
+        report["remote_mta"] = _typed(_field_value(recipient.get("Remote-MTA")))
+    else:  # a non-standard bounce: look for an enhanced status code in the text
+        text = _plain_text(msg)
+        match = _STATUS.search(text)
+        if match:
+            report["status"] = ".".join(match.groups())
+        reply = _SMTP_REPLY.search(text)
+        if reply:
+            report["diagnostic"] = reply.group(0).strip()[:1000]
+    status = report["status"] or ""
+    if report["action"] == "failed" or status.startswith("5"):
+        report["type"] = "hard"
+    elif report["action"] == "delayed" or status.startswith("4"):
+        report["type"] = "soft"
+    else:
+        report["type"] = None
+    if report["type"] is not None:
+        from chalicelib.services.delivery import categories
+
+        report["category"] = categories.classify(
+            status=report["status"] if _STATUS.fullmatch(report["status"] or "") else None,
+            text=report["diagnostic"])
+    else:
+        report["category"] = None
+    return report
+
+
+def _plain_text(msg: EmailMessage) -> str:
+    chunks = []
+    for part in msg.walk():
+        if part.get_content_maintype() == "text":
+            payload = part.get_payload(decode=True) or b""
+            chunks.append(payload.decode(part.get_content_charset() or "utf-8", "replace"))
+    return "\n".join(chunks)[:100_000]
+
+
+def _subject(raw: bytes) -> str | None:
+    value = _parser().parsebytes(raw, headersonly=True)["Subject"]
+    return str(value)[:998] if value else None
+
+
+def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
+    """Store a bounce (or a complaint) for the message behind ``rcpt_to``; None when no
+    message matches."""
+    from chalicelib.services.inbound import complaints
+    from chalicelib.services.suppressions import entries
+
+    original = original_for(db, rcpt_to)
+    if original is None:
+        return None
+    complaint = complaints.parse(raw)
+    if complaint is not None:
+        return complaints.receive(db, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                                  report=complaint)
+    report = parse_dsn(raw)
+    bounce = store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
+    if report["type"] == "hard":
+        detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
+        original.status = "Bounced"
+        original.held = False
+        original.next_attempt_at = None
+        original.status_details = f"bounced: {detail}" if detail else "bounced"
+        original.bounce_category = report["category"]
+        entries.suppress(db, original.server_id, original.rcpt_to, reason="HardBounce",
+                              origin="bounce",
+                              details=f"hard bounce: {detail}"[:1000] if detail else "hard bounce")
+    db.flush()
+    return bounce
+
+
+def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: bytes,
+          report: dict) -> Message:
+    """The bounce (or complaint) row for ``original``, its parsed ``report`` in metadata."""
+    submission = Submission(server_id=original.server_id, size=len(raw), raw=raw)
+    db.add(submission)
+    db.flush()
+    bounce = Message(server_id=original.server_id, submission_id=submission.id,
+                     token=inbound.new_token(), scope="incoming", bounce=True,
+                     rcpt_to=rcpt_to[:255], mail_from=(mail_from or "")[:255],
+                     subject=_subject(raw), size=len(raw), original_message_id=original.id,
+                     status="Processed", metadata_json={"dsn": report},
+                     bounce_category=report.get("category"))
+    db.add(bounce)
+    db.flush()
+    observability.count("bounced", report["type"] == "hard")
+    observability.log("bounce.received", "warning", bounce_id=bounce.id,
+                      original_message_id=original.id, token=original.token,
+                      server_id=original.server_id, rcpt_to=original.rcpt_to,
+                      type=report["type"], status=report["status"],
+                      diagnostic=report["diagnostic"])
+    return bounce
+
+
+def list_stmt(server_id: int, category: str | None = None):
+    stmt = select(Message).where(Message.server_id == server_id, Message.bounce.is_(True))
+    if category is not None:
+        stmt = stmt.where(Message.bounce_category == category)
+    return stmt.order_by(Message.id.desc())
+
+
+def find(db: Session, server_id: int, bounce_id: int) -> Message:
+    bounce = db.get(Message, bounce_id)
+    if bounce is None or bounce.server_id != server_id or not bounce.bounce:
+        raise errors.NotFound(f"no bounce {bounce_id}")
+    return bounce
+
+
+@builds(shape.Bounce)
+def record(db: Session, bounce: Message) -> dict:
+    report = (bounce.metadata_json or {}).get("dsn") or {}
+    original = db.get(Message, bounce.original_message_id) if bounce.original_message_id else None
+    return {"id": bounce.id, "token": bounce.token, "scope": bounce.scope, "bounce": True,
+            "rcpt_to": bounce.rcpt_to, "mail_from": bounce.mail_from, "subject": bounce.subject,
+            "size": bounce.size, "status_code": report.get("status"),
+            "action": report.get("action"), "bounce_type": report.get("type"),
+            "category": report.get("category"),
+            "diagnostic": report.get("diagnostic"),
+            "final_recipient": report.get("final_recipient"),
+            "remote_mta": report.get("remote_mta"), "reporting_mta": report.get("reporting_mta"),
+            "original_message_id": bounce.original_message_id,
+            "original_message": None if original is None else {
+                "id": original.id, "token": original.token, "rcpt_to": original.rcpt_to,
+                "mail_from": original.mail_from, "subject": original.subject,
+                "status": original.status},
+            "complaint": None if report.get("type") != "complaint" else {
+                k: report.get(k) for k in (
+                    "feedback_type", "user_agent", "original_mail_from", "original_rcpt_to",
+                    "arrival_date", "source_ip", "reported_domain")},
+            "created_at": bounce.created_at}

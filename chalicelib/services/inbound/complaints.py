@@ -1,0 +1,182 @@
+"""Spam complaints: feedback reports (ARF, RFC 5965) from mailbox providers' feedback loops.
+
+A report is a ``multipart/report; report-type=feedback-report`` whose second part is a
+``message/feedback-report`` (Feedback-Type, User-Agent, Original-Mail-From,
+Original-Rcpt-To, Arrival-Date, Source-IP, ...) and whose third part is the original message
+or its header (``message/rfc822`` or ``text/rfc822-headers``). It arrives at the return-path
+address of the message (providers send it to the envelope sender) or at an address the
+operator registered with a feedback loop (FBL_ADDRESSES).
+
+Matching the original outgoing message, first hit wins: the return-path address the report
+was sent to; the report's Original-Mail-From; the embedded original's Return-Path; its
+Message-ID together with the report's Original-Rcpt-To or the original's To (or alone, when
+only one recipient got that Message-ID). Providers often redact the recipient, which is why
+the return path (our per-message token) is tried first.
+
+The report is stored like a bounce (a Message with ``bounce`` true, bounce_type
+``complaint``, category ``complaint``) and, unless its Feedback-Type is ``not-spam``, the
+recipient is suppressed on every stream of the server (reason SpamComplaint, no expiry: a
+person who marked a message as spam should get nothing more from that server, whatever the
+stream). The original's status does not change (it was delivered). The spec has no complaint
+event, so no webhook fires; each stored report writes a ``complaint.received`` log line (the
+message and its token, never the complaining address) and a spam one counts
+``MessagesComplained``.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from chalicelib import observability
+from chalicelib.db.models import Message
+
+if TYPE_CHECKING:
+    from email.message import Message as EmailMessage
+
+log = logging.getLogger(__name__)
+
+REPORT_TYPE = "feedback-report"
+NOT_SPAM = "not-spam"
+_ADDRESS = re.compile(r"<?([^<>\s]+@[^<>\s]+?)>?\s*$")
+
+
+def _parser():
+    from email import policy
+    from email.parser import BytesParser
+
+    return BytesParser(policy=policy.compat32)
+
+
+def is_feedback_report(msg: EmailMessage) -> bool:
+    return msg.get_content_type() == "multipart/report" and \
+        (msg.get_param("report-type") or "").lower() == REPORT_TYPE
+
+
+def _clean(value) -> str | None:
+    if value is None:
+        return None
+    text = " ".join(str(value).split())
+    return text[:998] or None
+
+
+def _address(value) -> str | None:
+    match = _ADDRESS.search(_clean(value) or "")
+    return match.group(1).strip().lower() if match else None
+
+
+def _report_fields(msg: EmailMessage) -> EmailMessage | None:
+    for part in msg.walk():
+        if part.get_content_type() == "message/feedback-report":
+            payload = part.get_payload()
+            if isinstance(payload, list):
+                return payload[0] if payload else None
+            text = payload if isinstance(payload, str) else ""
+            return _parser().parsebytes(text.strip().encode("utf-8", "replace") + b"\n\n")
+    return None
+
+
+def _original_headers(msg: EmailMessage) -> EmailMessage | None:
+    for part in msg.walk():
+        kind = part.get_content_type()
+        if kind in ("message/rfc822", "message/global"):
+            payload = part.get_payload()
+            if isinstance(payload, list) and payload:
+                return payload[0]
+        elif kind in ("text/rfc822-headers", "text/rfc822"):
+            body = part.get_payload(decode=True) or b""
+            return _parser().parsebytes(body, headersonly=True)
+    return None
+
+
+def parse(raw: bytes) -> dict | None:
+    """The fields of an ARF report; None when ``raw`` is not one."""
+    msg = _parser().parsebytes(raw)
+    if not is_feedback_report(msg):
+        return None
+    fields = _report_fields(msg)
+    original = _original_headers(msg)
+    get = (lambda name: _clean(fields.get(name))) if fields is not None else (lambda name: None)
+    feedback_type = (get("Feedback-Type") or "other").lower()
+    report = {
+        "type": "complaint", "category": "complaint", "feedback_type": feedback_type,
+        "user_agent": get("User-Agent"), "version": get("Version"),
+        "original_mail_from": _address(get("Original-Mail-From")),
+        "original_rcpt_to": _address(get("Original-Rcpt-To")),
+        "arrival_date": get("Arrival-Date") or get("Received-Date"),
+        "source_ip": get("Source-IP"), "reported_domain": get("Reported-Domain"),
+        "reporting_mta": get("Reporting-MTA"),
+        "original_return_path": None, "original_message_id": None, "original_to": None,
+        # the bounce record's fields, as for a DSN
+        "status": None, "action": None, "remote_mta": None, "dsn": False,
+        "diagnostic": f"feedback report: {feedback_type}",
+    }
+    report["final_recipient"] = report["original_rcpt_to"]
+    if original is not None:
+        report["original_return_path"] = _address(original.get("Return-Path"))
+        report["original_message_id"] = _clean(original.get("Message-ID"))
+        report["original_to"] = _address(original.get("To"))
+    return report
+
+
+def find_original(db: Session, report: dict, rcpt_to: str | None = None) -> Message | None:
+    from chalicelib.services.inbound import bounces
+
+    for address in (rcpt_to, report["original_mail_from"], report["original_return_path"]):
+        if address and bounces.is_return_path(address):
+            found = bounces.original_for(db, address)
+            if found is not None:
+                return found
+    # Stored without the angle brackets (mime.build_message).
+    message_id = (report["original_message_id"] or "").strip().strip("<>").strip()
+    if not message_id:
+        return None
+    candidates = list(db.scalars(
+        select(Message).where(Message.message_id_header == message_id[:255],
+                              Message.scope == "outgoing", Message.bounce.is_(False))
+        .order_by(Message.id).limit(1000)))
+    for recipient in (report["original_rcpt_to"], report["original_to"]):
+        if recipient:
+            matches = [m for m in candidates if m.rcpt_to.lower() == recipient]
+            if matches:
+                return matches[0]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
+            report: dict | None = None) -> Message | None:
+    """Store the complaint and suppress its recipient; None when ``raw`` is no ARF report or
+    no original message matches (the report is then dropped: nothing to act on)."""
+    from chalicelib.services.inbound import bounces
+    from chalicelib.services.suppressions import entries
+
+    report = report or parse(raw)
+    if report is None:
+        return None
+    original = find_original(db, report, rcpt_to)
+    if original is None:
+        log.info("feedback report to %s matched no message; dropped", rcpt_to)
+        return None
+    report["final_recipient"] = report["final_recipient"] or original.rcpt_to
+    stored = bounces.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                           report=report)
+    spam = report["feedback_type"] != NOT_SPAM
+    if spam:
+        entries.suppress(db, original.server_id, original.rcpt_to,
+                              reason="SpamComplaint", origin="complaint",
+                              details=f"{report['feedback_type']} report from "
+                                      f"{report['user_agent'] or 'a feedback loop'}"[:1000])
+    db.flush()
+    if spam:
+        observability.count("complained")
+    # Which message, never who complained: the recipient's address is not written.
+    observability.log("complaint.received", "warning" if spam else "info",
+                      complaint_id=stored.id, original_message_id=original.id,
+                      token=original.token, server_id=original.server_id,
+                      feedback_type=report["feedback_type"], user_agent=report["user_agent"],
+                      suppressed=spam)
+    return stored
+

@@ -1,0 +1,120 @@
+"""Organizations and their servers."""
+from __future__ import annotations
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from chalicelib import clock, errors
+from chalicelib.db.models import IPPool, Membership, Organization, Server, Stream
+from chalicelib.services.accounts import permissions
+from chalicelib.services.security.tokens import PERMALINK, slugify
+
+SERVER_MODES = ("Live", "Development")
+
+
+def unique_permalink(db: Session, wanted: str | None, name: str, taken) -> str:
+    if wanted is not None:
+        if not PERMALINK.match(wanted):
+            raise errors.ValidationError(
+                "permalink: use 1-63 lower-case letters, digits and hyphens, starting with a "
+                "letter or digit", field="permalink")
+        if taken(wanted):
+            raise errors.ValidationError(f"permalink: {wanted!r} is already taken",
+                                         field="permalink")
+        return wanted
+    base = slugify(name)
+    candidate, n = base, 1
+    while taken(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def create_organization(db: Session, principal, *, name: str, permalink: str | None = None,
+                        time_zone: str = "UTC") -> Organization:
+    permalink = unique_permalink(
+        db, permalink, name,
+        lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
+    org = Organization(name=name, permalink=permalink, time_zone=time_zone)
+    db.add(org)
+    db.flush()
+    if principal.user is not None:  # a user creator becomes owner
+        db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
+        db.flush()
+        db.refresh(principal.user, ["memberships"])
+    return org
+
+
+def organizations_query(principal):
+    stmt = select(Organization).order_by(Organization.id)
+    if not permissions.is_full_access(principal):
+        stmt = stmt.join(Membership, Membership.organization_id == Organization.id).where(
+            Membership.user_id == principal.user.id)
+    return stmt
+
+
+def update_organization(db: Session, org: Organization, *, name: str | None = None,
+                        time_zone: str | None = None) -> Organization:
+    """Rename or change the time zone (the permalink, which URLs use, stays)."""
+    if name is not None:
+        org.name = name
+    if time_zone is not None:
+        org.time_zone = time_zone
+    db.flush()
+    return org
+
+
+def delete_organization(db: Session, org: Organization) -> None:
+    db.delete(org)
+
+
+def create_server(db: Session, org: Organization, *, name: str, permalink: str | None = None,
+                  mode: str = "Live") -> Server:
+    if mode not in SERVER_MODES:
+        raise errors.ValidationError(f"mode: must be one of {', '.join(SERVER_MODES)}", field="mode")
+    permalink = unique_permalink(
+        db, permalink, name,
+        lambda p: db.scalar(select(exists().where(Server.organization_id == org.id,
+                                                  Server.permalink == p))))
+    default_pool = db.scalar(select(IPPool).where(IPPool.is_default.is_(True)))
+    server = Server(organization_id=org.id, name=name, permalink=permalink, mode=mode,
+                    ip_pool_id=default_pool.id if default_pool else None)
+    db.add(server)
+    db.flush()
+    # Every server has a default transactional stream (Postmark's "outbound").
+    db.add(Stream(server_id=server.id, name="Default Transactional Stream", permalink="outbound",
+                  stream_type="transactional", is_default=True))
+    db.flush()
+    return server
+
+
+def update_server(server: Server, changes: dict) -> Server:
+    if "mode" in changes and changes["mode"] not in SERVER_MODES:
+        raise errors.ValidationError(f"mode: must be one of {', '.join(SERVER_MODES)}", field="mode")
+    for key in ("name", "mode", "track_opens", "track_clicks", "message_retention_days",
+                "send_limit_action"):
+        if key in changes and changes[key] is not None:
+            setattr(server, key, changes[key])
+    for key in ("send_limit_per_hour", "send_limit_per_day"):
+        if key in changes:  # an explicit null lifts the limit
+            setattr(server, key, changes[key])
+    return server
+
+
+def suspend_server(server: Server, reason: str | None) -> Server:
+    server.suspended_at = server.suspended_at or clock.now()
+    server.suspension_reason = reason or "suspended by an administrator"
+    return server
+
+
+def unsuspend_server(server: Server) -> Server:
+    server.suspended_at = None
+    server.suspension_reason = None
+    return server
+
+
+def assign_ip_pool(db: Session, server: Server, pool_id: int | None) -> Server:
+    if pool_id is not None and db.get(IPPool, pool_id) is None:
+        raise errors.ValidationError(f"ip_pool_id: no IP pool {pool_id}", field="ip_pool_id")
+    server.ip_pool_id = pool_id
+    return server

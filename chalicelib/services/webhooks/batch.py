@@ -1,0 +1,150 @@
+"""A batch of webhook wake-ups (an SQS batch of up to 10, or the local queue's) delivered
+together around the single-row steps of ``webhook_delivery``.
+
+On PostgreSQL the batch's rows are claimed with ONE ``SELECT ... FOR UPDATE SKIP LOCKED``
+and the attempts' outcomes (rows deleted or rescheduled, log rows) are written together at
+the end of that same transaction (``_Writes``): one commit and a few statements for the
+batch, where each row alone costs one commit and a statement. The POSTs go out one
+after another over the worker's keep-alive session per receiver (``_http_session``). A
+crashed worker's row locks die with its connection and nothing of the batch is recorded, so
+every row is due again (a receiver may then see a request twice, with the same
+X-Service-UUID, as after any lost answer; webhooks are at least once).
+
+Order: rows are delivered in id order (the order their events happened). When a message's
+event fails for a webhook, that webhook's later events for the same message in the batch
+are not sent before it: they are moved to the failed one's next attempt time.
+
+A slow receiver must not hold the lock (and a Lambda) for long: after BATCH_SECONDS the
+outcomes so far are committed and the rest of the batch is claimed again (SKIP LOCKED: a row
+another worker took meanwhile is left to it).
+
+Elsewhere (SQLite, where an open transaction holds the database's write lock) each row goes
+through ``webhook_delivery.process``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from sqlalchemy import delete, insert, select, update
+
+from chalicelib import clock, queues
+from chalicelib.config import get_settings
+from chalicelib.db import get_engine
+from chalicelib.services.webhooks import deliver as single
+from chalicelib.services.webhooks.deliver import _HOOK, _HOOK_COLUMNS, _JOB_COLUMNS, _LOG, _REQ
+
+log = logging.getLogger(__name__)
+
+BATCH_SECONDS = 5.0
+
+
+def process_batch(row_ids: list[int]) -> dict[int, str]:
+    ids = list(dict.fromkeys(row_ids))
+    settings = get_settings()
+    engine = get_engine(settings.database_url)
+    if len(ids) == 1 or engine.dialect.name != "postgresql":
+        return {row_id: single.process(row_id) for row_id in ids}
+    results: dict[int, str] = {}
+    wakeups: list[tuple[int, float]] = []
+    with engine.connect() as conn:
+        remaining = ids
+        while remaining:
+            with conn.begin():
+                remaining = _run(conn, remaining, settings, results, wakeups)
+    for row_id, delay in wakeups:  # after the commit: the rows are visible
+        queues.enqueue(single.QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
+    return results
+
+
+def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[int]:
+    """Claim ``ids`` (those due, unclaimed and not locked by another worker), deliver them
+    in order within BATCH_SECONDS; returns the ids left for the next transaction."""
+    now = clock.now()
+    expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
+    rows = conn.execute(
+        select(_REQ.c.id, _REQ.c.message_id, *_JOB_COLUMNS, *_HOOK_COLUMNS)
+        .join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
+        .where(_REQ.c.id.in_(ids), _REQ.c.next_attempt_at <= now,
+               (_REQ.c.locked_at.is_(None)) | (_REQ.c.locked_at < expiry),
+               _HOOK.c.enabled.is_(True))
+        .order_by(_REQ.c.id).with_for_update(of=_REQ, skip_locked=True)).all()
+    found = {row.id for row in rows}
+    for row_id in ids:
+        if row_id not in found and row_id not in results:
+            results[row_id] = single._not_claimed(conn, row_id, now, True, settings)
+    started = time.perf_counter()
+    failed: dict[tuple, object] = {}   # (webhook, message) -> its next attempt time
+    last_used: dict[int, object] = {}  # webhook -> last_used_at as this batch left it
+    writes = _Writes()
+    for index, row in enumerate(rows):
+        if index and time.perf_counter() - started > BATCH_SECONDS:
+            writes.flush(conn)
+            return [r.id for r in rows[index:]]
+        key = (row.webhook_id, row.message_id)
+        if row.message_id is not None and key in failed:
+            next_at = failed[key]
+            conn.execute(update(_REQ).where(_REQ.c.id == row.id)
+                         .values(next_attempt_at=next_at))
+            wakeups.append((row.id, (next_at - now).total_seconds()))
+            results[row.id] = "after-earlier-event"
+            continue
+        job = single._Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
+                          row.attempts + 1, row.url, row.sign, row.headers_encrypted,
+                          last_used.get(row.webhook_id, row.last_used_at))
+        outcome = single._attempt_job(job, settings)
+        result, delay = writes.add(row.id, job, outcome, settings)
+        results[row.id] = result
+        if outcome.success:
+            last_used[row.webhook_id] = clock.now() if _stale(job, now) else job.last_used_at
+        else:
+            log.info("webhook %s %s attempt %d to %s failed: %s (%s)", job.event, job.uuid,
+                     job.attempt, job.url, outcome.error, result)
+            if delay is not None:
+                wakeups.append((row.id, delay))
+                failed[key] = clock.now() + timedelta(seconds=delay)
+    writes.flush(conn)
+    return []
+
+
+class _Writes:
+    """The outcomes of a batch's attempts, written together before its commit: one DELETE
+    for the delivered and dropped rows, one multi-row INSERT for the log, an UPDATE per retry
+    and per webhook whose last_used_at moves, instead of a statement (a round trip) per row.
+    We hold every row's lock, so each change is ours to make."""
+
+    def __init__(self) -> None:
+        self.deleted: list[int] = []
+        self.retried: list[tuple[int, dict]] = []
+        self.logs: list[dict] = []
+        self.touched: dict[int, object] = {}
+
+    def add(self, row_id: int, job, outcome, settings) -> tuple[str, float | None]:
+        now = clock.now()
+        entry = single.log_entry(job, outcome, now)
+        result, delay, row_values = single.locked_outcome(job, outcome, entry, now, settings)
+        if row_values is None:
+            self.deleted.append(row_id)
+        else:
+            self.retried.append((row_id, row_values))
+        self.logs.append(entry)
+        if single.touches_hook(job, outcome, now):
+            self.touched[job.webhook_id] = now
+        return result, delay
+
+    def flush(self, conn) -> None:
+        if self.deleted:
+            conn.execute(delete(_REQ).where(_REQ.c.id.in_(self.deleted)))
+        for row_id, values in self.retried:
+            conn.execute(update(_REQ).where(_REQ.c.id == row_id).values(**values))
+        if self.logs:
+            conn.execute(insert(_LOG).values(self.logs))
+        for webhook_id, at in self.touched.items():
+            conn.execute(update(_HOOK).where(_HOOK.c.id == webhook_id).values(last_used_at=at))
+        self.__init__()
+
+
+def _stale(job, now) -> bool:
+    """Whether _record just wrote last_used_at (see webhook_delivery.LAST_USED_RESOLUTION)."""
+    return job.last_used_at is None or now - job.last_used_at > single.LAST_USED_RESOLUTION

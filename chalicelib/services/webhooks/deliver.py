@@ -1,0 +1,366 @@
+"""Delivering webhook requests: one attempt (URL check, signed pinned POST) and the queue
+row's life around it (claim, outcome, log, backoff).
+
+The HTTP attempt runs outside any database transaction: the claim is committed first, so a
+slow receiver never holds a connection or a lock, and a second wake-up for the same row finds
+the claim and does nothing. The outcome is then written in one short transaction: the row is
+deleted (2xx, or the 10th failure) or rescheduled, and one log row records the attempt.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from sqlalchemy import delete, exists, insert, or_, select, update
+
+from chalicelib import clock, observability, queues
+from chalicelib.config import Settings, get_settings
+from chalicelib.db import get_engine
+from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
+from chalicelib.db import claims
+from chalicelib.services.security import installation_keys, keys, url_safety
+
+log = logging.getLogger(__name__)
+
+QUEUE = "webhooks"
+MAX_ATTEMPTS = 10
+BODY_EXCERPT_BYTES = 2048
+MAX_DRAIN_BYTES = 1024 * 1024
+MAX_RETRY_DELAY = 24 * 3600
+USER_AGENT = "email-service-webhooks/1"
+
+
+@dataclass
+class Outcome:
+    status_code: int | None
+    success: bool
+    response_body: str | None
+    error: str | None
+    duration_ms: int
+
+
+def retry_delay_seconds(failed_attempts: int, settings: Settings | None = None) -> float:
+    """Delay after the ``failed_attempts``-th failure: 1, 2, 4 ... minutes (capped at 24 h),
+    times TIME_SCALE."""
+    minutes = 2 ** max(0, failed_attempts - 1)
+    return (settings or get_settings()).scaled(min(60 * minutes, MAX_RETRY_DELAY))
+
+
+def build_headers(event: str, uuid: str, body: bytes, sign: bool,
+                  custom: dict[str, str] | None, settings: Settings | None = None
+                  ) -> dict[str, str]:
+    # Custom headers first: the service's own headers can never be overridden by them.
+    headers = dict(custom or {})
+    headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                    "X-Service-Event": event, "X-Service-UUID": uuid})
+    if sign:
+        # The current installation key (services/installation_keys.py: rotatable; during an
+        # overlap the receiver can tell which public key to verify with).
+        key_id, headers["X-Service-Signature"] = installation_keys.sign(body)
+        headers["X-Service-Signature-Key"] = key_id
+    return headers
+
+
+_sessions = threading.local()
+MAX_SESSIONS_PER_THREAD = 32
+
+
+def _http_session(url: str):
+    """A keep-alive session per worker thread and target host (post_pinned pins a session's
+    adapter to one host name; connections are pooled per resolved IP, so a DNS change never
+    reuses a connection to an address that was not just checked)."""
+    cache = getattr(_sessions, "by_host", None)
+    if cache is None:
+        cache = _sessions.by_host = OrderedDict()
+    parts = urlsplit(url)
+    key = (parts.scheme.lower(), parts.hostname)
+    session = cache.pop(key, None)
+    if session is None:
+        import requests  # imported lazily: cold start
+
+        session = requests.Session()
+        if len(cache) >= MAX_SESSIONS_PER_THREAD:
+            cache.popitem(last=False)[1].close()
+    cache[key] = session  # most recently used last
+    return session
+
+
+def attempt(url: str, body: bytes, headers: dict[str, str],
+            settings: Settings | None = None) -> Outcome:
+    """POST ``body`` once. The URL is checked (and resolved) now, not only at registration:
+    DNS can change. Redirects are not followed; any 2xx is a success."""
+    import requests  # imported lazily: cold start
+
+    settings = settings or get_settings()  # (one read per delivery: it is not free)
+    started = time.perf_counter()
+
+    def elapsed() -> int:
+        return int((time.perf_counter() - started) * 1000)
+
+    try:
+        ips = url_safety.check_url(url, allow_private=settings.webhooks_allow_private_targets)
+    except url_safety.UnsafeURL as exc:
+        return Outcome(None, False, None, f"refused: {exc}", elapsed())
+    try:
+        response = url_safety.post_pinned(url, ips, data=body, headers=headers,
+                                          timeout=settings.webhooks_timeout_seconds,
+                                          session=_http_session(url), stream=True)
+        excerpt = _read_excerpt(response, started + settings.webhooks_timeout_seconds)
+    except requests.exceptions.Timeout:
+        return Outcome(None, False, None,
+                       f"timed out after {settings.webhooks_timeout_seconds:g} s", elapsed())
+    except requests.exceptions.RequestException as exc:
+        # Exception texts name the URL, never request headers, so no secret can leak here.
+        return Outcome(None, False, None, f"connection failed: {type(exc).__name__}: {exc}"[:1000],
+                       elapsed())
+    success = 200 <= response.status_code < 300
+    error = None
+    if not success:
+        error = f"HTTP {response.status_code}"
+        if 300 <= response.status_code < 400:
+            error += " (redirects are not followed)"
+    return Outcome(response.status_code, success, excerpt, error, elapsed())
+
+
+def _read_excerpt(response, deadline: float) -> str:
+    """The first 2 KB of an untrusted response body. The rest is read and discarded (so the
+    connection can be kept alive) up to MAX_DRAIN_BYTES and the attempt's deadline; past
+    either, the connection is closed instead."""
+    import requests  # imported lazily: cold start
+
+    kept = bytearray()
+    drained = 0
+    try:
+        for chunk in response.iter_content(16 * 1024):
+            if len(kept) < BODY_EXCERPT_BYTES:
+                kept += chunk[:BODY_EXCERPT_BYTES - len(kept)]
+            drained += len(chunk)
+            if drained > MAX_DRAIN_BYTES or time.perf_counter() > deadline:
+                break
+    except requests.exceptions.RequestException:
+        pass  # the status is known; a body cut short is still an answer
+    finally:
+        response.close()
+    return bytes(kept).decode("utf-8", "replace")
+
+
+@dataclass
+class _Job:
+    """What a claimed row needs for its attempt, read inside the claim transaction."""
+
+    webhook_id: int
+    server_id: int
+    event: str
+    uuid: str
+    body: str
+    attempt: int
+    url: str
+    sign: bool
+    headers_encrypted: str | None
+    last_used_at: object
+
+
+_REQ = WebhookRequest.__table__
+_HOOK = Webhook.__table__
+_LOG = WebhookRequestLog.__table__
+# Only a row of an enabled webhook is claimed: disabling drops pending rows, and this closes
+# the race with a fan-out that committed a row just after.
+_HOOK_ENABLED = exists().where(_HOOK.c.id == _REQ.c.webhook_id, _HOOK.c.enabled.is_(True))
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def process(row_id: int) -> str:
+    """Handle one wake-up for queue row ``row_id``; returns what happened (for logs/tests).
+
+    Plain SQL on one connection (one pool checkout). On PostgreSQL the row is claimed with
+    SELECT ... FOR UPDATE SKIP LOCKED and the whole attempt is one transaction: a crashed
+    worker's lock dies with its connection, and only one commit is paid. Elsewhere (SQLite,
+    where an open transaction would hold the database's write lock during the POST) the claim
+    is a committed conditional UPDATE (``claims``) and the outcome a second transaction.
+    """
+    worker = claims.worker_id()
+    settings = get_settings()
+    with get_engine(settings.database_url).connect() as conn:
+        row_locks = conn.dialect.name == "postgresql"
+        transaction = conn.begin()
+        try:
+            job = _claim(conn, row_id, worker, row_locks, settings)
+            if isinstance(job, str):
+                transaction.commit()
+                return job
+            if not row_locks:
+                transaction.commit()
+            outcome = _attempt_job(job, settings)
+            if not row_locks:
+                transaction = conn.begin()
+            result, delay = _record(conn, row_id, worker, job, outcome, row_locks, settings)
+            transaction.commit()
+        except BaseException:
+            if transaction.is_active:
+                transaction.rollback()
+            raise
+    if delay is not None:
+        queues.enqueue(QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
+    observability.count("webhook_succeeded" if outcome.success else "webhook_failed")
+    observability.log("webhook.attempt", "info" if outcome.success else "warning",
+                      webhook_request_id=row_id, webhook_id=job.webhook_id, event_name=job.event,
+                      uuid=job.uuid, attempt=job.attempt, url=observability.safe_url(job.url),
+                      status_code=outcome.status_code, success=outcome.success,
+                      error=outcome.error, duration_ms=outcome.duration_ms, result=result)
+    return result
+
+
+def _attempt_job(job: _Job, settings: Settings) -> Outcome:
+    body = job.body.encode("utf-8")
+    headers = build_headers(job.event, job.uuid, body, job.sign,
+                            _decrypt_headers(job.headers_encrypted), settings)
+    return attempt(job.url, body, headers, settings)
+
+
+_JOB_COLUMNS = (_REQ.c.webhook_id, _REQ.c.server_id, _REQ.c.event, _REQ.c.uuid, _REQ.c.body,
+                _REQ.c.attempts)
+_HOOK_COLUMNS = (_HOOK.c.url, _HOOK.c.sign, _HOOK.c.headers_encrypted, _HOOK.c.last_used_at)
+
+
+def _unclaimed(now, settings: Settings):
+    """claims.unclaimed, with the settings already read."""
+    expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
+    return or_(_REQ.c.locked_at.is_(None), _REQ.c.locked_at < expiry)
+
+
+def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> _Job | str:
+    now = clock.now()
+    due = (_REQ.c.id == row_id, _REQ.c.next_attempt_at <= now, _unclaimed(now, settings))
+    if row_locks:
+        found = conn.execute(
+            select(*_JOB_COLUMNS, *_HOOK_COLUMNS).join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
+            .where(*due, _HOOK.c.enabled.is_(True))
+            .with_for_update(of=_REQ, skip_locked=True)).first()
+    else:
+        claimed = conn.execute(update(_REQ).where(*due, _HOOK_ENABLED)
+                               .values(locked_by=worker, locked_at=now, woken_at=None)
+                               .returning(*_JOB_COLUMNS)).first()
+        found = claimed and conn.execute(
+            select(*_JOB_COLUMNS, *_HOOK_COLUMNS).join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
+            .where(_REQ.c.id == row_id)).first()
+    if not found:
+        return _not_claimed(conn, row_id, now, row_locks, settings)
+    return _Job(found.webhook_id, found.server_id, found.event, found.uuid, found.body,
+                found.attempts + 1, found.url, found.sign, found.headers_encrypted,
+                found.last_used_at)
+
+
+def _not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings) -> str:
+    """Why the claim failed: the row is gone (a duplicate wake-up), not due yet (woken early:
+    sleep again for the rest, do nothing else), held by another worker, or its webhook is
+    disabled (a disabled webhook gets nothing: drop the row)."""
+    row = conn.execute(select(_REQ.c.next_attempt_at, _REQ.c.webhook_id)
+                       .where(_REQ.c.id == row_id)).first()
+    if row is None:
+        return "gone"
+    if row.next_attempt_at > now:
+        remaining = (row.next_attempt_at - now).total_seconds()
+        queues.enqueue(QUEUE, row_id, min(remaining, queues.SQS_MAX_DELAY))  # nothing to commit
+        return "early"
+    enabled = conn.execute(select(_HOOK.c.enabled).where(_HOOK.c.id == row.webhook_id)).scalar()
+    if not enabled:
+        # Never wait for a row another worker holds: it will come back here when released.
+        free = select(_REQ.c.id).where(_REQ.c.id == row_id, _unclaimed(now, settings))
+        if row_locks:
+            free = free.with_for_update(skip_locked=True)
+        if conn.execute(free).first():
+            conn.execute(delete(_REQ).where(_REQ.c.id == row_id))
+        return "disabled"
+    return "busy"
+
+
+def _decrypt_headers(token: str | None) -> dict[str, str]:
+    if not token:
+        return {}
+    return json.loads(keys.secret_box().decrypt_text(token))
+
+
+def log_entry(job: _Job, outcome: Outcome, now) -> dict:
+    """The attempt's row in the webhook log (will_retry set by the outcome's handling)."""
+    return {"server_id": job.server_id, "webhook_id": job.webhook_id, "event": job.event,
+            "uuid": job.uuid, "url": job.url, "attempt": job.attempt,
+            "status_code": outcome.status_code, "success": outcome.success,
+            "response_body": outcome.response_body, "error": outcome.error,
+            "duration_ms": outcome.duration_ms, "will_retry": False, "next_attempt_at": None,
+            "created_at": now, "payload": json.loads(job.body)}
+
+
+def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_locks: bool,
+            settings: Settings):
+    """Delete or reschedule the row (only while the claim is still ours) and log the attempt.
+    Returns (result, delay of the next wake-up or None)."""
+    now = clock.now()
+    entry = log_entry(job, outcome, now)
+    if row_locks:
+        return _record_locked(conn, row_id, job, outcome, entry, now, settings)
+    ours = (_REQ.c.id == row_id, _REQ.c.locked_by == worker)
+    result, delay = "orphaned", None
+    if outcome.success or job.attempt >= MAX_ATTEMPTS:
+        deleted = conn.execute(delete(_REQ).where(*ours)).rowcount
+        if outcome.success:
+            result = "delivered"
+            if job.last_used_at is None or now - job.last_used_at > LAST_USED_RESOLUTION:
+                conn.execute(update(_HOOK).where(_HOOK.c.id == job.webhook_id)
+                             .values(last_used_at=now))
+        elif deleted:
+            result = "dropped"  # the 10th failure: the log keeps the story
+    else:
+        delay = retry_delay_seconds(job.attempt, settings)
+        next_at = now + timedelta(seconds=delay)
+        updated = conn.execute(update(_REQ).where(*ours).values(
+            attempts=job.attempt, next_attempt_at=next_at, locked_by=None,
+            locked_at=None, woken_at=None)).rowcount
+        if updated:
+            result = "retry"
+            entry.update(will_retry=True, next_attempt_at=next_at)
+        else:
+            delay = None
+    # "orphaned": the row was dropped meanwhile (webhook disabled or deleted) or, after a
+    # claim expiry, taken by another worker; the attempt is still logged while the webhook is.
+    if result != "orphaned" or conn.execute(
+            select(_HOOK.c.id).where(_HOOK.c.id == job.webhook_id)).first():
+        conn.execute(insert(_LOG).values(**entry))
+    return result, delay
+
+
+def _record_locked(conn, row_id: int, job: _Job, outcome: Outcome, entry: dict, now,
+                   settings: Settings):
+    """PostgreSQL: we hold the row lock, so the row is ours; the row change and the log row
+    go in one statement (a data-modifying CTE)."""
+    result, delay, row_values = locked_outcome(job, outcome, entry, now, settings)
+    change = delete(_REQ).where(_REQ.c.id == row_id) if row_values is None else \
+        update(_REQ).where(_REQ.c.id == row_id).values(**row_values)
+    conn.execute(insert(_LOG).values(**entry).add_cte(change.cte("change")))
+    if touches_hook(job, outcome, now):
+        conn.execute(update(_HOOK).where(_HOOK.c.id == job.webhook_id).values(last_used_at=now))
+    return result, delay
+
+
+def locked_outcome(job: _Job, outcome: Outcome, entry: dict, now, settings: Settings):
+    """What an attempt on a row we hold makes of it: (result, delay of the next wake-up or
+    None, the row's new values, or None when it is to be deleted); completes ``entry``."""
+    if outcome.success or job.attempt >= MAX_ATTEMPTS:
+        return ("delivered" if outcome.success else "dropped"), None, None
+    delay = retry_delay_seconds(job.attempt, settings)
+    next_at = now + timedelta(seconds=delay)
+    entry.update(will_retry=True, next_attempt_at=next_at)
+    # The sweeper's wake-up, if any, is consumed.
+    return "retry", delay, {"attempts": job.attempt, "next_attempt_at": next_at,
+                            "locked_by": None, "locked_at": None, "woken_at": None}
+
+
+def touches_hook(job: _Job, outcome: Outcome, now) -> bool:
+    """Whether a success updates the webhook's last_used_at (LAST_USED_RESOLUTION)."""
+    return outcome.success and (job.last_used_at is None
+                                or now - job.last_used_at > LAST_USED_RESOLUTION)

@@ -1,0 +1,268 @@
+"""Webhooks of a server: management, the payload, and the fan-out of message events into
+durable queue rows (delivered by ``webhook_delivery``).
+
+Importing this module registers ``fan_out`` as an events listener; the admin blueprint and
+the webhooks worker both import it, so every process that serves the API or drains a queue
+turns events into webhook requests.
+"""
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import uuid as uuid_module
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from sqlalchemy import BigInteger, DateTime, Integer, String, Text, delete, insert, literal, \
+    select, text
+from sqlalchemy.orm import Session
+
+from chalicelib import clock, errors, queues
+from chalicelib.config import get_settings
+from chalicelib.db.models import Message, MessageEvent, Server, Webhook, WebhookRequest
+# webhook_delivery (the sending side, the queue worker's) is imported where it is used, not
+# at cold start.
+from chalicelib.db import claims
+from chalicelib.services.messages import events
+from chalicelib.services.security import keys, url_safety
+from chalicelib.shapes import builds
+from chalicelib.shapes import management as shape
+
+EVENTS = events.EVENTS
+MASK = "••••••"
+MAX_HEADERS = 20
+MAX_HEADER_VALUE = 4096
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+# Headers we set ourselves (or that HTTP owns); a custom header may not replace them.
+_RESERVED = {"host", "content-type", "content-length", "transfer-encoding", "connection",
+             "user-agent", "x-service-event", "x-service-uuid", "x-service-signature"}
+
+
+# --------------------------------------------------------------------------- validation
+
+def validate_events(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in EVENTS]
+    if unknown:
+        raise errors.ValidationError(
+            f"events: unknown event name(s) {', '.join(map(repr, unknown))}; valid events are "
+            f"{', '.join(EVENTS)} (an empty list subscribes to all)", field="events")
+    return list(dict.fromkeys(names))
+
+
+def validate_url(url: str) -> str:
+    url = url.strip()
+    try:
+        url_safety.check_url(url, allow_private=get_settings().webhooks_allow_private_targets)
+    except url_safety.UnsafeURL as exc:
+        raise errors.ValidationError(f"url: {exc}", field="url") from None
+    return url
+
+
+def validate_headers(headers: dict[str, str]) -> dict[str, str]:
+    if len(headers) > MAX_HEADERS:
+        raise errors.ValidationError(f"headers: at most {MAX_HEADERS} headers", field="headers")
+    for name, value in headers.items():
+        if not _TOKEN.match(name):
+            raise errors.ValidationError(f"headers: {name!r} is not a valid header name",
+                                         field="headers")
+        if name.lower() in _RESERVED:
+            raise errors.ValidationError(
+                f"headers: {name} is set by the service and cannot be configured",
+                field="headers")
+        # The value itself is never echoed: it is a secret.
+        if any(c in value for c in "\r\n\0") or len(value) > MAX_HEADER_VALUE:
+            raise errors.ValidationError(
+                f"headers: the value of {name} must be one line of at most "
+                f"{MAX_HEADER_VALUE} characters", field="headers")
+    return dict(headers)
+
+
+# --------------------------------------------------------------------------- management
+
+def create(db: Session, server: Server, *, name: str | None, url: str, events_: list[str],
+           sign: bool = True, headers: dict[str, str] | None = None,
+           enabled: bool = True) -> Webhook:
+    url = validate_url(url)
+    webhook = Webhook(server_id=server.id, name=(name or urlsplit(url).hostname or url)[:255],
+                      url=url, events=validate_events(events_), sign=sign, enabled=enabled,
+                      headers_encrypted=_encrypt_headers(validate_headers(headers or {})))
+    db.add(webhook)
+    db.flush()
+    return webhook
+
+
+def update(db: Session, webhook: Webhook, changes: dict) -> Webhook:
+    """Change the given fields (validated as at creation). Requests already queued keep the
+    body they were built with; they go to the new URL with the new headers and signing."""
+    if changes.get("url") is not None:
+        webhook.url = validate_url(changes["url"])
+    if changes.get("name") is not None:
+        webhook.name = changes["name"][:255]
+    if changes.get("events") is not None:
+        webhook.events = validate_events(changes["events"])
+    if changes.get("sign") is not None:
+        webhook.sign = changes["sign"]
+    if changes.get("headers") is not None:
+        current = custom_headers(webhook)
+        headers = {name: current[name] if value == MASK and name in current else value
+                   for name, value in changes["headers"].items()}
+        webhook.headers_encrypted = _encrypt_headers(validate_headers(headers))
+    db.flush()
+    return webhook
+
+
+def find(db: Session, server: Server, webhook_id: int) -> Webhook:
+    webhook = db.scalar(select(Webhook).where(Webhook.server_id == server.id,
+                                              Webhook.id == webhook_id))
+    if webhook is None:
+        raise errors.NotFound(f"no webhook {webhook_id} on server {server.permalink!r}")
+    return webhook
+
+
+def set_enabled(db: Session, webhook: Webhook, enabled: bool) -> Webhook:
+    webhook.enabled = enabled
+    if not enabled:
+        # Disabled means nothing is delivered: pending requests are dropped now. Rows being
+        # delivered right now are skipped rather than waited for; a worker only claims rows
+        # of enabled webhooks and drops the others it finds.
+        free = (select(WebhookRequest.id)
+                .where(WebhookRequest.webhook_id == webhook.id, claims.unclaimed(WebhookRequest))
+                .with_for_update(skip_locked=True))
+        db.execute(delete(WebhookRequest).where(WebhookRequest.id.in_(free))
+                   .execution_options(synchronize_session=False))
+    db.flush()
+    return webhook
+
+
+def remove(db: Session, webhook: Webhook) -> None:
+    db.execute(delete(WebhookRequest).where(WebhookRequest.webhook_id == webhook.id))
+    db.delete(webhook)
+    db.flush()
+
+
+def _encrypt_headers(headers: dict[str, str]) -> str | None:
+    if not headers:
+        return None
+    return keys.secret_box().encrypt(json.dumps(headers).encode("utf-8"))
+
+
+def custom_headers(webhook: Webhook) -> dict[str, str]:
+    if not webhook.headers_encrypted:
+        return {}
+    return json.loads(keys.secret_box().decrypt_text(webhook.headers_encrypted))
+
+
+def masked_headers(webhook: Webhook) -> dict[str, str]:
+    return {name: MASK for name in custom_headers(webhook)}
+
+
+# --------------------------------------------------------------------------- payload
+
+def message_fields(message: Message) -> dict:
+    return {"id": message.id, "token": message.token, "rcpt_to": message.rcpt_to,
+            "mail_from": message.mail_from, "scope": message.scope, "bounce": message.bounce,
+            "tag": message.tag, "metadata": message.metadata_json}
+
+
+def _unix(moment: datetime) -> int:
+    return calendar.timegm(moment.timetuple())
+
+
+def build_body(event: str, uuid: str, timestamp: int, message: dict, details: str | None,
+               *, test: bool = False) -> str:
+    """The JSON text of one notification: serialized once, stored, signed and sent as is."""
+    payload: dict = {"event": event, "timestamp": timestamp, "uuid": uuid}
+    if test:
+        payload["test"] = True
+    payload["payload"] = {"message": message, "details": details or ""}
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def subscribed(webhook: Webhook, event: str) -> bool:
+    return not webhook.events or event in webhook.events
+
+
+def fan_out(db: Session, message: Message, record: MessageEvent) -> list[WebhookRequest]:
+    """Events listener: one queue row per enabled webhook of the server subscribed to the
+    event, committed with the event itself. The event's uuid is the idempotency key."""
+    hooks = [w for w in db.scalars(select(Webhook).where(Webhook.server_id == message.server_id,
+                                                         Webhook.enabled.is_(True)))
+             if subscribed(w, record.event)]
+    if not hooks:
+        return []
+    body = build_body(record.event, record.uuid, _unix(record.created_at or clock.now()),
+                      message_fields(message), record.details)
+    now = clock.now()
+    rows = [WebhookRequest(server_id=message.server_id, webhook_id=w.id, message_id=message.id,
+                           event=record.event, uuid=record.uuid, body=body, attempts=0,
+                           next_attempt_at=now, created_at=now) for w in hooks]
+    db.add_all(rows)
+    db.flush()
+    from chalicelib.services.webhooks import deliver
+
+    for row in rows:
+        queues.enqueue_after_commit(db, deliver.QUEUE, row.id)
+    return rows
+
+
+events.add_listener(fan_out)
+
+
+# Subscription rule of ``subscribed`` in SQL (events is a JSON array; [] means every event).
+SUBSCRIBED_SQL = {
+    "postgresql": "(json_array_length(webhooks.events) = 0 OR EXISTS (SELECT 1 FROM "
+                  "json_array_elements_text(webhooks.events) AS wh_e(v) WHERE wh_e.v = :wh_event))",
+    "sqlite": "(json_array_length(webhooks.events) = 0 OR EXISTS (SELECT 1 FROM "
+              "json_each(webhooks.events) WHERE json_each.value = :wh_event))",
+}
+
+
+def fan_out_statement(dialect: str, message, event: str, uuid: str, details: str | None,
+                      created_at: datetime):
+    """``fan_out`` as ONE ``INSERT ... SELECT FROM webhooks ... RETURNING id`` (no round trip
+    to read the webhooks first), for writers that record events with core statements (the
+    delivery worker). ``message`` needs the attributes of ``message_fields``. The caller
+    enqueues the returned ids after its commit."""
+    table, hooks = WebhookRequest.__table__, Webhook.__table__
+    body = build_body(event, uuid, _unix(created_at), message_fields(message), details)
+    now = clock.now()
+    rows = select(hooks.c.server_id, hooks.c.id,
+                  literal(message.id, BigInteger), literal(event, String),
+                  literal(uuid, String), literal(body, Text), literal(0, Integer),
+                  literal(now, DateTime), literal(now, DateTime)) \
+        .where(hooks.c.server_id == message.server_id, hooks.c.enabled.is_(True),
+               text(SUBSCRIBED_SQL[dialect]).bindparams(wh_event=event))
+    return insert(table).from_select(
+        ["server_id", "webhook_id", "message_id", "event", "uuid", "body", "attempts",
+         "next_attempt_at", "created_at"], rows).returning(table.c.id)
+
+
+# --------------------------------------------------------------------------- test sends
+
+@builds(shape.WebhookTestResult)
+def send_test(db: Session, webhook: Webhook, server: Server, event: str) -> dict:
+    """Deliver one sample notification now, exactly as a real one (headers, signature), marked
+    ``test: true``. Writes nothing: no queue row, no log row."""
+    url, sign, custom = webhook.url, webhook.sign, custom_headers(webhook)
+    # End the read transaction before a POST that may take WEBHOOKS_TIMEOUT_SECONDS (on SQLite
+    # it would hold the database's write lock all that time).
+    db.commit()
+    if event not in EVENTS:
+        raise errors.ValidationError(
+            f"event: unknown event {event!r}; valid events are {', '.join(EVENTS)}",
+            field="event")
+    event_uuid = str(uuid_module.uuid4())
+    sample = {"id": 0, "token": "sampletoken0000", "rcpt_to": "recipient@example.com",
+              "mail_from": f"sender@{server.permalink}.example.com", "scope": "outgoing",
+              "bounce": False, "tag": None, "metadata": None}
+    body = build_body(event, event_uuid, int(clock.timestamp()), sample,
+                      f"Test notification for {event}", test=True).encode("utf-8")
+    from chalicelib.services.webhooks import deliver
+
+    headers = deliver.build_headers(event, event_uuid, body, sign, custom)
+    outcome = deliver.attempt(url, body, headers)
+    return {"event": event, "uuid": event_uuid, "url": url,
+            "status_code": outcome.status_code, "success": outcome.success,
+            "response_body": outcome.response_body, "error": outcome.error,
+            "duration_ms": outcome.duration_ms}
