@@ -2,7 +2,7 @@
 // The routes that decide where incoming mail goes are in inbound_routes.js.
 import { get, post } from '../../api.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
-import { serverBase } from './routes.js';
+import { serverBase } from './base.js';
 
 const INBOUND_STATUSES = ['', 'Queued', 'Retrying', 'Delivered', 'Failed', 'Held', 'Accepted', 'Bounced'];
 

@@ -1,7 +1,7 @@
 // Messages: a filtered, server-side paged list, and one message's whole story.
 import { get, post } from '../../api.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
-import { serverBase } from './routes.js';
+import { serverBase } from './base.js';
 
 const STATUSES = ['', 'Pending', 'Sent', 'SoftFail', 'HardFail', 'Held', 'Bounced', 'Delivered', 'Failed', 'Rejected'];
 const FILTERS = ['scope', 'status', 'tag', 'stream', 'query'];
