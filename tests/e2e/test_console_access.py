@@ -107,3 +107,5 @@ def test_the_rules_module_is_served_on_the_local_stack(stack):
     assert "export const ACTIONS = " in answer.text
     # Only that name is generated; its neighbours are still files or 404s.
     assert requests.get(stack.base_url + "/assets/generated/other.js", timeout=30).status_code == 404
+    index = requests.get(stack.base_url + "/", timeout=30).text
+    assert '<link rel="modulepreload" href="/assets/generated/rules.js">' in index
