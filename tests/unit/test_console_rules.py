@@ -1,6 +1,6 @@
 """The console's rules module (/assets/generated/rules.js, chalicelib/console_rules.py) says
 what the service enforces: the permission matrix of services/permissions.py and the status
-vocabularies the API documents."""
+vocabularies the API documents. And the console's own modules use it, without import circles."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ from chalicelib import console, console_rules
 from chalicelib.services import permissions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ASSETS = os.path.join(ROOT, "console", "assets")
 EXPORT = re.compile(r"^export const (\w+) = Object\.freeze\((.*?)\);$", re.M | re.S)
 
 
@@ -75,3 +76,59 @@ def test_a_file_of_that_name_cannot_shadow_it(tmp_path, monkeypatch):
     monkeypatch.setattr(console, "_CANDIDATES", (str(tmp_path),))
     assert console_api.asset2("generated", "rules.js").body == console_rules.module()
 
+
+# The console's modules, read as text: what they import and which rules they name.
+IMPORT = re.compile(r"""(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]""", re.M)
+
+
+def _modules() -> dict[str, str]:
+    found = {}
+    for folder, dirs, files in os.walk(ASSETS):
+        dirs[:] = [d for d in dirs if d != "vendor"]  # third-party, copied in by make install
+        for name in files:
+            if name.endswith(".js"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as fh:
+                    found[os.path.relpath(path, ASSETS)] = fh.read()
+    return found
+
+
+def test_no_import_circles_among_the_console_modules():
+    # Static and dynamic imports both count: a page that imports the module loading it runs
+    # against a half-initialised module when it is the first to load.
+    modules = _modules()
+    graph = {name: [os.path.normpath(os.path.join(os.path.dirname(name), spec))
+                    for spec in IMPORT.findall(text) if spec.startswith(".")]
+             for name, text in modules.items()}
+    assert "generated/rules.js" in {dep for deps in graph.values() for dep in deps}
+    circles, state = [], {}
+
+    def visit(name, path):
+        state[name] = "open"
+        for dep in graph.get(name, []):
+            if state.get(dep) == "open":
+                circles.append(" -> ".join(path[path.index(dep):] + [name, dep]))
+            elif dep not in state:
+                visit(dep, path + [name])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+    assert circles == []
+
+
+def test_the_console_names_only_rules_the_service_has():
+    exports = console_rules.tables()
+    text = "\n".join(_modules().values())
+    actions = set(re.findall(r"\bcan\(\s*'([\w.]+)'", text))
+    assert actions and actions <= set(exports["ACTIONS"]), actions - set(exports["ACTIONS"])
+    for helper, vocabulary in (("messageStatus", "MESSAGE_STATUSES"),
+                               ("inboundStatus", "INBOUND_STATUSES")):
+        named = set(re.findall(rf"\b{helper}\(\s*'(\w+)'", text))
+        assert named <= set(exports[vocabulary]), (helper, named - set(exports[vocabulary]))
+    # No hand-kept copy: no table of ranks or actions, no list literal of statuses or roles.
+    assert not re.search(r"\bconst (RANK|ACTIONS|ROLES|\w*STATUSES)\s*=", text)
+    words = set(exports["ROLES"]) | set(exports["MESSAGE_STATUSES"]) | set(exports["INBOUND_STATUSES"])
+    lists = [pair for pair in re.findall(r"'(\w+)'\s*,\s*'(\w+)'", text) if set(pair) <= words]
+    assert lists == []
