@@ -5,8 +5,9 @@ import { actionButton, badge, dl, h, link, notice, pager, section, table, when }
 import { INBOUND_STATUSES } from '../../generated/rules.js';
 import { inboundStatus, serverBase } from './base.js';
 
-// The statuses a Retry button is offered for.
-const RETRYABLE = [inboundStatus('Failed'), inboundStatus('Retrying'), inboundStatus('Held')];
+// The statuses a Retry button is offered for. Not Held: the service refuses to retry a held
+// message (services/inbound.py retry); Deliver anyway is its button.
+const RETRYABLE = [inboundStatus('Failed'), inboundStatus('Retrying')];
 
 export async function inbound(ctx) {
   const q = ctx.query;
