@@ -2,14 +2,16 @@
 routing: deep links and reloads work), ``/assets/...`` the files. Everything under ``/api/``
 stays JSON. These routes exist on API Gateway too, so a deployed stage serves the console
 from the same Lambda as the API; the local server also answers index.html for any other GET
-that asks for HTML (chalicelib/local/http_server.py)."""
+that asks for HTML (chalicelib/local/http_server.py). One asset is written by the service
+itself rather than read from console/: ``/assets/generated/rules.js`` (chalicelib/console_rules.py).
+Both servers answer it through these routes."""
 from __future__ import annotations
 
 import time
 
 from chalice import Blueprint, Response
 
-from chalicelib import console
+from chalicelib import console, console_rules
 from chalicelib.api.framework import failure
 
 bp = Blueprint(__name__)
@@ -49,16 +51,24 @@ ASSET_PATHS = ["/assets/{a}", "/assets/{a}/{b}", "/assets/{a}/{b}/{c}"]
 ROUTE_PATHS = frozenset(["/", *PAGE_PATHS, *ASSET_PATHS])
 
 
+def _asset(*segments: str) -> Response:
+    if segments == console_rules.SEGMENTS:
+        # Generated, never a file: a stale copy under console/ cannot shadow the service's rules.
+        text = console_rules.module().encode("utf-8")
+        return _file((text, console.CONTENT_TYPES[".js"]))
+    return _file(console.read("assets", *segments))
+
+
 @bp.route("/assets/{a}", methods=["GET"])
 def asset1(a: str) -> Response:
-    return _file(console.read("assets", a))
+    return _asset(a)
 
 
 @bp.route("/assets/{a}/{b}", methods=["GET"])
 def asset2(a: str, b: str) -> Response:
-    return _file(console.read("assets", a, b))
+    return _asset(a, b)
 
 
 @bp.route("/assets/{a}/{b}/{c}", methods=["GET"])
 def asset3(a: str, b: str, c: str) -> Response:
-    return _file(console.read("assets", a, b, c))
+    return _asset(a, b, c)

@@ -3,6 +3,7 @@
 import { ApiError, get, onUnauthorized, post, session } from './api.js';
 import { clear, h, notice, setTimeZone, timeZone } from './ui.js';
 import { serverRoutes, serverNav } from './pages/server/routes.js';
+import { ACTIONS, RANK, ROLES } from './generated/rules.js';
 
 const auth = () => import('./pages/auth.js');
 const orgs = () => import('./pages/orgs.js');
@@ -46,16 +47,6 @@ function match(pathname) {
   return null;
 }
 
-// The least role an action needs, as the service enforces it (services/permissions.py).
-const ACTIONS = {
-  'organization.delete': 'owner', 'organization.update': 'admin', 'members.manage': 'admin', 'invitations.read': 'admin',
-  'invitations.manage': 'admin', 'servers.manage': 'admin', 'domains.manage': 'member',
-  'credentials.read': 'member', 'credentials.manage': 'admin', 'routes.manage': 'member',
-  'webhooks.read': 'member', 'webhooks.manage': 'member', 'suppressions.manage': 'member',
-  'messages.manage': 'member',
-};
-const RANK = { viewer: 0, member: 1, admin: 2, owner: 3 };
-
 let me = null;
 // Organization permalink -> its time_zone (the record's; fetched once per session).
 const zones = new Map();
@@ -81,16 +72,23 @@ async function loadMe(force = false) {
 
 export function roleIn(org) {
   if (!me) return null;
-  if (me.user.admin) return 'owner';
+  if (me.user.admin) return ROLES[ROLES.length - 1]; // full access: the highest role
   const m = me.memberships.find((x) => x.organization.permalink === org);
   return m ? m.role : null;
 }
 
+// What the role allows, by the service's own table (generated/rules.js); the API enforces
+// it anyway, this only decides what is offered.
 export function can(action, org) {
   if (!me) return false;
   if (me.user.admin) return true;
+  if (!(action in ACTIONS)) {
+    console.error(`can(): the service has no action ${action}`); // a typo offers nothing
+    return false;
+  }
+  const least = ACTIONS[action]; // null: instance administrators only
   const role = roleIn(org);
-  return !!role && RANK[role] >= RANK[ACTIONS[action] || 'viewer'];
+  return least !== null && !!role && RANK[role] >= RANK[least];
 }
 
 export function go(path, { replace = false } = {}) {

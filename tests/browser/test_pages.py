@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import requests
 
+from chalicelib import console_rules
 from tests.browser.conftest import make_user
 from tests.receivers import Receiver
 from tests.support import Api, make_tenant, unique, wait_for
+
+# Page -> (its status filter, the vocabulary it offers).
+STATUS_FILTERS = {"messages": ("#f-status", "MESSAGE_STATUSES"),
+                  "inbound": ("#in-status", "INBOUND_STATUSES")}
 
 
 def test_every_page_opens_without_errors(console, api, stack, mx):
@@ -63,6 +68,10 @@ def test_every_page_opens_without_errors(console, api, stack, mx):
                 assert text and text not in ("Something went wrong", "Not found"), (name, text)
             if name == "template":  # the preview is rendered by the service
                 page.locator("pre", has_text="Hello Ada").wait_for()
+            if name in STATUS_FILTERS:  # the service's vocabulary (generated/rules.js)
+                select, vocabulary = STATUS_FILTERS[name]
+                offered = page.locator(f"{select} option").all_inner_texts()
+                assert offered == ["Any", *console_rules.tables()[vocabulary]], name
             console.shot(f"page-{name}")
         # Edits on two of those pages go through the API: a webhook's events, the IP pool.
         page.goto(console.base_url + f"{srv}/webhooks/{hook['id']}")

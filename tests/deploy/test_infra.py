@@ -142,6 +142,11 @@ def test_build_packages_the_web_console(tmp_path):
     found = subprocess.run([sys.executable, "-c", "from chalicelib import console; print(console.root())"],
                            cwd=project, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == files
+    # The module the service writes for the console (not a file) is answered from the package.
+    rules = subprocess.run([sys.executable, "-c", "from chalicelib.api import console; "
+                            "print(console.asset2('generated', 'rules.js').status_code)"],
+                           cwd=project, capture_output=True, text=True, check=True)
+    assert rules.stdout.strip().splitlines()[-1] == "200"
 
 
 def test_gateway_dockerfile():

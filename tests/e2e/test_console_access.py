@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import requests
 
+from chalicelib import console, console_rules
 from tests.support import Api, make_tenant, unique
 
 PASSWORD = "a long enough password"
@@ -92,3 +93,19 @@ def test_console_files_and_history_routing(stack):
     assert module.status_code == 200 and module.headers["Content-Type"].startswith("text/javascript")
     for bad in ("/assets/nope.js", "/assets/.hidden.js", "/assets/pages/x.py"):
         assert requests.get(base + bad, timeout=30).status_code == 404
+
+
+def test_the_rules_module_is_served_on_the_local_stack(stack):
+    # Written by the service (chalicelib/console_rules.py), not a file: the local server answers
+    # it through the same console route as Lambda, with the console's headers.
+    answer = requests.get(stack.base_url + "/assets/generated/rules.js", timeout=30)
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert answer.headers["Content-Security-Policy"] == console.CONTENT_SECURITY_POLICY
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert answer.text == console_rules.module()
+    assert "export const ACTIONS = " in answer.text
+    # Only that name is generated; its neighbours are still files or 404s.
+    assert requests.get(stack.base_url + "/assets/generated/other.js", timeout=30).status_code == 404
+    index = requests.get(stack.base_url + "/", timeout=30).text
+    assert '<link rel="modulepreload" href="/assets/generated/rules.js">' in index

@@ -2,8 +2,14 @@
 // invitations. What the user's role cannot do is not offered.
 import { enc, del, get, patch, post } from '../api.js';
 import { actionButton, badge, form, h, link, notice, pager, section, shownOnce, table, when } from '../ui.js';
+import { ROLES } from '../generated/rules.js';
 
-const ROLES = [['viewer', 'Viewer — reads'], ['member', 'Member — sends, domains, webhooks'], ['admin', 'Admin — servers, credentials, people'], ['owner', 'Owner — everything']];
+// The roles are the service's; this is only how the role pickers describe them.
+const ROLE_HELP = { viewer: 'reads', member: 'sends, domains, webhooks', admin: 'servers, credentials, people', owner: 'everything' };
+const ROLE_OPTIONS = ROLES.map((role) => {
+  const name = role.charAt(0).toUpperCase() + role.slice(1);
+  return [role, ROLE_HELP[role] ? `${name} — ${ROLE_HELP[role]}` : name];
+});
 
 export async function organizations(ctx) {
   const page = Number(ctx.query.get('page') || 1);
@@ -71,7 +77,7 @@ export async function organization(ctx) {
     { label: 'Email', render: (m) => m.email_address },
     { label: 'Role', render: (m) => {
       if (!manage) return m.role;
-      const sel = h('select', { 'aria-label': `Role of ${m.email_address}` }, ROLES.map(([v, l]) => h('option', { value: v, selected: v === m.role }, l.split(' — ')[0])));
+      const sel = h('select', { 'aria-label': `Role of ${m.email_address}` }, ROLE_OPTIONS.map(([v, l]) => h('option', { value: v, selected: v === m.role }, l.split(' — ')[0])));
       const err = h('span', { class: 'inline-error', role: 'alert' });
       sel.addEventListener('change', async () => {
         err.textContent = '';
@@ -91,7 +97,7 @@ export async function organization(ctx) {
     form({
       className: 'inline',
       fields: [{ name: 'email_address', label: 'Account email', type: 'email', required: true, autocomplete: 'off' },
-        { name: 'role', label: 'Role', type: 'select', options: ROLES, value: 'member' }],
+        { name: 'role', label: 'Role', type: 'select', options: ROLE_OPTIONS, value: 'member' }],
       submit: 'Add member',
       onSubmit: async (v) => {
         try {
@@ -125,7 +131,7 @@ export async function organization(ctx) {
       ctx.can('invitations.manage') ? form({
         className: 'inline',
         fields: [{ name: 'email_address', label: 'Email address', type: 'email', required: true },
-          { name: 'role', label: 'Role', type: 'select', options: ROLES, value: 'member' }],
+          { name: 'role', label: 'Role', type: 'select', options: ROLE_OPTIONS, value: 'member' }],
         submit: 'Invite',
         onSubmit: async (v, f) => {
           const inv = (await post(`${base}/invitations`, v)).invitation;

@@ -2,7 +2,7 @@
 // service's render endpoint).
 import { enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, link, notice, section, table, when } from '../../ui.js';
-import { serverBase } from './routes.js';
+import { serverBase } from './base.js';
 
 export async function streams(ctx) {
   const list = (await get('/streams', { server: ctx.server, params: { per_page: 100, include_archived: true } })).streams;

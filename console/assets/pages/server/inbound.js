@@ -2,9 +2,12 @@
 // The routes that decide where incoming mail goes are in inbound_routes.js.
 import { get, post } from '../../api.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
-import { serverBase } from './routes.js';
+import { INBOUND_STATUSES } from '../../generated/rules.js';
+import { inboundStatus, serverBase } from './base.js';
 
-const INBOUND_STATUSES = ['', 'Queued', 'Retrying', 'Delivered', 'Failed', 'Held', 'Accepted', 'Bounced'];
+// The statuses a Retry button is offered for. Not Held: the service refuses to retry a held
+// message (services/inbound.py retry); Deliver anyway is its button.
+const RETRYABLE = [inboundStatus('Failed'), inboundStatus('Retrying')];
 
 export async function inbound(ctx) {
   const q = ctx.query;
@@ -16,7 +19,7 @@ export async function inbound(ctx) {
   const filters = h('form', { class: 'filters', role: 'search' },
     h('div', {}, h('label', { for: 'in-query' }, 'Search'), h('input', { id: 'in-query', name: 'query', type: 'search', value: q.get('query') || '' })),
     h('div', {}, h('label', { for: 'in-status' }, 'Status'), h('select', { id: 'in-status', name: 'status' },
-      INBOUND_STATUSES.map((s) => h('option', { value: s, selected: (q.get('status') || '') === s }, s || 'Any')))),
+      ['', ...INBOUND_STATUSES].map((s) => h('option', { value: s, selected: (q.get('status') || '') === s }, s || 'Any')))),
     h('button', { type: 'submit', class: 'primary' }, 'Filter'));
   filters.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -48,7 +51,7 @@ export async function inboundMessage(ctx) {
     m.status_details ? notice(m.status_details, 'info') : null,
     manage ? h('p', { class: 'actions' },
       m.held ? actionButton('Deliver anyway (bypass hold)', async () => { await post(`/inbound/${id}/bypass`, {}, { server: ctx.server }); ctx.render(); }, { kind: 'primary' }) : null,
-      ['Failed', 'Retrying', 'Held'].includes(m.status) ? actionButton('Retry delivery', async () => { await post(`/inbound/${id}/retry`, {}, { server: ctx.server }); ctx.render(); }) : null) : null,
+      RETRYABLE.includes(m.status) ? actionButton('Retry delivery', async () => { await post(`/inbound/${id}/retry`, {}, { server: ctx.server }); ctx.render(); }) : null) : null,
     section('Details', null, dl([
       ['ID', String(m.id)], ['Route', m.route ? `${m.route.name} (${m.route.mode})` : '—'], ['Size', m.size != null ? `${m.size} bytes` : '—'],
       ['Attempts', String(m.attempts ?? 0)], ['Next attempt', when(m.next_attempt_at)], ['Received', when(m.created_at)],

@@ -3,7 +3,7 @@
 // (PATCH .../routes/{id} takes all three).
 import { del, get, patch, post } from '../../api.js';
 import { actionButton, dl, form, h, link, section, table, when } from '../../ui.js';
-import { adminBase, serverBase } from './routes.js';
+import { adminBase, serverBase } from './base.js';
 
 const MODES = [['endpoint', 'Deliver to an endpoint'], ['accept', 'Accept and store'], ['hold', 'Hold for review'], ['bounce', 'Bounce'], ['reject', 'Reject']];
 const TYPES = [['http', 'HTTP POST'], ['smtp', 'SMTP server'], ['address', 'Email address']];

@@ -1,9 +1,11 @@
 // Messages: a filtered, server-side paged list, and one message's whole story.
 import { get, post } from '../../api.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
-import { serverBase } from './routes.js';
+import { MESSAGE_STATUSES, RETRYABLE_STATUSES } from '../../generated/rules.js';
+import { messageStatus, serverBase } from './base.js';
 
-const STATUSES = ['', 'Pending', 'Sent', 'SoftFail', 'HardFail', 'Held', 'Bounced', 'Delivered', 'Failed', 'Rejected'];
+// Whether a message's status_details is good news, bad news or neither.
+const DETAILS_KIND = new Map([[messageStatus('Sent'), 'success'], [messageStatus('HardFail'), 'error']]);
 const FILTERS = ['scope', 'status', 'tag', 'stream', 'query'];
 
 export async function list(ctx) {
@@ -27,7 +29,7 @@ export async function list(ctx) {
   const select = (name, options) => h('select', { id: `f-${name}`, name }, options.map(([v, l]) => h('option', { value: v, selected: (q.get(name) || '') === v }, l)));
   const filters = h('form', { class: 'filters', role: 'search' },
     field('query', 'Search', h('input', { id: 'f-query', name: 'query', type: 'search', value: q.get('query') || '', placeholder: 'subject or address' })),
-    field('status', 'Status', select('status', STATUSES.map((s) => [s, s || 'Any']))),
+    field('status', 'Status', select('status', [['', 'Any'], ...MESSAGE_STATUSES.map((s) => [s, s])])),
     field('scope', 'Direction', select('scope', [['', 'Both'], ['outgoing', 'Outgoing'], ['incoming', 'Incoming']])),
     field('stream', 'Stream', select('stream', [['', 'Any'], ...streams.map((s) => [s.permalink, s.name])])),
     field('tag', 'Tag', h('input', { id: 'f-tag', name: 'tag', value: q.get('tag') || '' })),
@@ -63,12 +65,12 @@ export async function show(ctx) {
   ]) : [[], []];
   const base = serverBase(ctx);
   const raw = h('div', {});
-  const retryable = m.scope === 'outgoing' && (m.status === 'Held' || m.status === 'HardFail') && ctx.can('messages.manage');
+  const retryable = m.scope === 'outgoing' && RETRYABLE_STATUSES.includes(m.status) && ctx.can('messages.manage');
   return h('div', {},
     h('p', {}, link(`${base}/messages`, '← All messages')),
     h('h1', {}, m.subject || '(no subject)'),
     h('p', { class: 'sub' }, badge(m.status), ` ${m.scope} · to ${m.rcpt_to}`),
-    m.status_details ? notice(m.status_details, m.status === 'Sent' ? 'success' : (m.status === 'HardFail' ? 'error' : 'info')) : null,
+    m.status_details ? notice(m.status_details, DETAILS_KIND.get(m.status) || 'info') : null,
     retryable ? h('p', {}, actionButton('Retry delivery', async () => {
       await post(`/messages/${id}/retry`, {}, { server: ctx.server }); ctx.render();
     }, { kind: 'primary' }), h('span', { class: 'help' }, ' Queues a fresh delivery; remove a suppression first if the recipient is suppressed.')) : null,

@@ -1,7 +1,7 @@
 // A server at a glance: what to do next, delivery outcomes over time, opens and clicks.
 import { get } from '../../api.js';
 import { badge, barChart, h, link, section, tabs } from '../../ui.js';
-import { adminBase, serverBase } from './routes.js';
+import { adminBase, serverBase } from './base.js';
 
 const OUTCOMES = [
   { key: 'sent', label: 'Sent' }, { key: 'delayed', label: 'Delayed' },

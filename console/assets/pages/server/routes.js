@@ -1,5 +1,6 @@
 // The pages of one mail server, under /orgs/{org}/servers/{server}. app.js imports this
-// table; each page module is loaded on first use.
+// table; each page module is loaded on first use. Pages import what they share from base.js,
+// never this module.
 const overview = () => import('./overview.js');
 const messages = () => import('./messages.js');
 const setup = () => import('./setup.js');
@@ -43,6 +44,3 @@ export function serverNav(org, server, can) {
   ].filter(Boolean);
   return [[`/orgs/${encodeURIComponent(org)}`, `← ${org}`], ...items.map(([p, l]) => [base + p, l])];
 }
-
-export const serverBase = (ctx) => `/orgs/${encodeURIComponent(ctx.params.org)}/servers/${encodeURIComponent(ctx.params.server)}`;
-export const adminBase = (ctx) => `/admin/organizations/${encodeURIComponent(ctx.params.org)}/servers/${encodeURIComponent(ctx.params.server)}`;

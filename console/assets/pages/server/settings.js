@@ -2,7 +2,7 @@
 // list (recipients never sent to).
 import { del, enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, notice, pager, section, table, when } from '../../ui.js';
-import { adminBase, serverBase } from './routes.js';
+import { adminBase, serverBase } from './base.js';
 
 export async function settings(ctx) {
   const base = adminBase(ctx);

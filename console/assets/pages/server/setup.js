@@ -2,7 +2,7 @@
 // (API keys and SMTP passwords, each shown once).
 import { del, enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, copyable, dl, form, h, notice, section, shownOnce, table, when } from '../../ui.js';
-import { adminBase } from './routes.js';
+import { adminBase } from './base.js';
 
 function dnsTable(domain) {
   const r = domain.dns_records || {};

@@ -3,7 +3,7 @@
 import { del, get, patch, post } from '../../api.js';
 import { actionButton, badge, dl, form, h, link, notice, pager, section, table, when } from '../../ui.js';
 import { pairsEditor } from '../../pairs.js';
-import { adminBase, serverBase } from './routes.js';
+import { adminBase, serverBase } from './base.js';
 
 const EVENTS = ['MessageSent', 'MessageDelayed', 'MessageDeliveryFailed', 'MessageHeld'];
 // The API's limits (services/webhooks.py) and the mask it shows for a stored header value.
