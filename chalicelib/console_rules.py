@@ -12,7 +12,8 @@ import json
 
 from chalicelib.api import message_records
 from chalicelib.api.server import inbound as inbound_api
-from chalicelib.services import message_actions, permissions
+from chalicelib.services.accounts import permissions
+from chalicelib.services.messages import actions as message_actions
 
 # Where the console asks for it, under /assets/ (console/assets/app.js imports it).
 SEGMENTS = ("generated", "rules.js")

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from chalicelib import console, console_rules
-from chalicelib.services import permissions
+from chalicelib.services.accounts import permissions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ASSETS = os.path.join(ROOT, "console", "assets")
