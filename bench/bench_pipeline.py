@@ -284,12 +284,12 @@ def main() -> None:
                  {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
         from chalicelib.db import session_scope
         from chalicelib.db.models import Domain
-        from chalicelib.services.domains import manage
+        from chalicelib.services.dkim import keys as dkim_keys
         from sqlalchemy import select
 
         with session_scope() as db:
             d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
-            domain = (d.name, d.dkim_selector, manage.dkim_private_key(d))
+            domain = (d.name, d.dkim_selector, dkim_keys.private_key(d.dkim_private_key_encrypted))
         n = args.messages
         sent = hooks = 0
         for round_no in range(args.rounds):

@@ -107,10 +107,22 @@ def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
     return Key(name.lower(), name, default, parse, doc)
 
 
-def _reserved():
-    from chalicelib.services.domains import reserved as reserved_domains  # late: it reads settings itself
+# The reserved names that RESERVED_DOMAINS_ALLOWED may list (services/domains/reserved.py
+# refuses every reserved name else): the documentation names (RFC 2606), whose addresses
+# validate but are never delivered. Any other reserved name could not take effect.
+DOCUMENTATION_DOMAINS = ("example", "example.com", "example.net", "example.org")
 
-    return reserved_domains
+
+def _parse_allowed_reserved(raw: str) -> str:
+    """RESERVED_DOMAINS_ALLOWED: a comma-separated subset of DOCUMENTATION_DOMAINS (a name
+    that could not take effect is a configuration error, not silently ignored)."""
+    names = [n.strip().lower().rstrip(".") for n in raw.split(",") if n.strip()]
+    wrong = [n for n in names if n not in DOCUMENTATION_DOMAINS]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} cannot be allowed; only "
+                         f"{', '.join(sorted(DOCUMENTATION_DOMAINS))} (addresses at the other "
+                         "reserved names never validate)")
+    return ",".join(names)
 
 
 MB = 1024 * 1024
@@ -212,7 +224,7 @@ KEYS: tuple[Key, ...] = (
          "database); 0 turns throttling off. The deployed stages set 50."),
     _env("API_RATE_LIMIT_BURST", 100, int,
          "Requests a server API key may make at once before API_RATE_LIMIT_PER_SECOND applies."),
-    _env("RESERVED_DOMAINS_ALLOWED", "", lambda raw: _reserved().parse_allowed(raw),
+    _env("RESERVED_DOMAINS_ALLOWED", "", _parse_allowed_reserved,
          "Reserved documentation names (example.com, example.net, example.org, example) that "
          "may be added as sending domains anyway, comma-separated: for test suites and "
          "walk-throughs. Empty: every reserved or special-use domain is refused."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Principal
+from chalicelib.api.principal import ADMIN, NONE, SERVER, SESSION, Principal
 from chalicelib.services.accounts import admin_keys, sessions
 from chalicelib.services.organizations import credentials, lookup
 from chalicelib.services.security import throttle

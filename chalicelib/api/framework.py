@@ -29,18 +29,14 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from chalicelib import errors, observability
 from chalicelib.api import json_body, query
+from chalicelib.api.auth import authenticate
 from chalicelib.api.errors import status_for
+from chalicelib.api.principal import ADMIN, NONE, SERVER, SESSION, Principal  # noqa: F401  (handlers import them from here)
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.services.sending import idempotency
 
 log = logging.getLogger(__name__)
-
-# Credential a route requires.
-NONE = "none"          # public
-ADMIN = "admin"        # X-Admin-API-Key, or Bearer session (role-scoped)
-SERVER = "server"      # X-Server-API-Key of an API credential
-SESSION = "session"    # Bearer session only
 
 INTEGER_PARAMS = {"id", "user_id", "pool_id"}
 MAX_ID = 2**63 - 1  # BIGINT; a larger id would overflow the database driver, not just miss
@@ -91,22 +87,6 @@ def failure(code: str, message: str, started: float, *, field_name: str | None =
         error["field"] = field_name
     return json_response({"status": "error", "time": round(time.perf_counter() - started, 4),
                           "error": error}, status or status_for(code), headers)
-
-
-@dataclass
-class Principal:
-    """Who is calling: an admin API key, a signed-in user, or a server's API credential."""
-
-    kind: str  # "admin_key", "user", "server"
-    admin_key: Any = None
-    user: Any = None
-    session: Any = None
-    server: Any = None
-    credential: Any = None
-
-    @property
-    def is_admin_key(self) -> bool:
-        return self.kind == "admin_key"
 
 
 @dataclass
@@ -341,8 +321,6 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
                     raise errors.PayloadTooLarge(
                         f"request body exceeds {get_settings().max_request_bytes} bytes")
                 with session_scope() as db:
-                    from chalicelib.api.auth import authenticate  # late: avoids an import cycle
-
                     # Who is asking comes first: an unauthenticated caller learns nothing
                     # about the body's validity or the existence of ids.
                     principal = authenticate(auth, request, db)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
                                   Server)
-from chalicelib.services.domains import manage as domain_service
+from chalicelib.services.dkim import keys as dkim_keys
+from chalicelib.services.domains import names as domain_names, records as domain_records
+from chalicelib import shapes
 from chalicelib.shapes import builds
 from chalicelib.shapes import management as shape
 
@@ -43,22 +45,20 @@ def send_limits_usage(srv: Server) -> dict:
 
 @builds(shape.Domain)
 def domain(dom: Domain) -> dict:
-    from chalicelib.services.dkim import rotation
-
     check = dom.dns_check or {}
     return {"id": dom.id, "uuid": dom.uuid, "name": dom.name, "verified": dom.verified,
             "verified_at": dom.verified_at, "dkim_selector": dom.dkim_selector,
             "track_opens": dom.track_opens, "track_clicks": dom.track_clicks,
             "return_path": {"host": dom.return_path_host,
-                            "name": domain_service.return_path_name(dom),
+                            "name": domain_names.return_path_name(dom),
                             "verified": dom.return_path_verified_at is not None,
                             "verified_at": dom.return_path_verified_at},
             "tracking": None if not dom.tracking_host else {
-                "host": dom.tracking_host, "name": domain_service.tracking_name(dom),
+                "host": dom.tracking_host, "name": domain_names.tracking_name(dom),
                 "verified": dom.tracking_verified_at is not None,
                 "verified_at": dom.tracking_verified_at},
-            "dkim_keys": rotation.record(dom),
-            "dns_records": domain_service.dns_records(dom),
+            "dkim_keys": dkim_keys.listing(dom),
+            "dns_records": shapes.check(shape.DnsRecords, domain_records.dns_records(dom)),
             # The last DNS check as GET .../check answered it (kept, not looked up again).
             "dns_check": None if dom.checked_at is None else {
                 "checked_at": dom.checked_at,

@@ -4,14 +4,11 @@
   counted per client address (smtp/ratelimit.py): each one slows the answer, and past the
   limit AUTH is refused for the window.
 * MAIL FROM: a client that did not authenticate may still be an SMTP-IP credential's address.
-* RCPT TO: authenticated clients submit to anyone; everybody else may only reach a return-path
-  address of an outgoing message (a bounce or a complaint), a message's List-Unsubscribe
-  mailto address, a feedback-loop address (FBL_ADDRESSES), or an address matched by an
-  inbound route of a verified domain. Everything else is refused here: the gateway is never
-  an open relay.
-* DATA: submissions go through the same submission service as the HTTP API; inbound mail is
-  stored for its routes; bounces and complaints are matched to their message; mail to an
-  unsubscribe address unsubscribes the message's recipient from its stream.
+* RCPT TO: authenticated clients submit to anyone; for everybody else the inbound service
+  decides which recipients are accepted (services/inbound/classify.py) and this handler only
+  turns its refusals into replies: the gateway is never an open relay.
+* DATA: submissions go through the same submission service as the HTTP API; other mail goes
+  to the inbound service (routes, bounces, complaints, unsubscribes).
 Database work runs in a thread pool, never on the event loop.
 """
 from __future__ import annotations
@@ -28,9 +25,10 @@ from aiosmtpd.smtp import MISSING, AuthResult
 from chalicelib import errors, observability
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
-from chalicelib.services.inbound import bounces, complaints, receive as inbound, routes
+from chalicelib.services.inbound import classify, receive as inbound
+from chalicelib.services.inbound.classify import Refusal
+from chalicelib.services.inbound.routes import RouteMatch
 from chalicelib.services import mime
-from chalicelib.services.suppressions import unsubscribe
 from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
@@ -45,15 +43,11 @@ UNKNOWN_RETURN_PATH = "550 5.1.1 Mailbox unavailable: no message with this retur
 REJECTED = "550 5.7.1 Delivery refused by the recipient's route"
 BOUNCED = "550 5.1.1 Recipient refused by the route (mode bounce)"
 UNKNOWN_UNSUBSCRIBE = "550 5.1.1 Mailbox unavailable: no message with this unsubscribe address"
-BOUNCE = "bounce"  # RCPT target of a return-path address
+REPLIES = {Refusal.NO_RELAY: NO_RELAY, Refusal.UNKNOWN_MAILBOX: UNKNOWN_MAILBOX,
+           Refusal.UNKNOWN_RETURN_PATH: UNKNOWN_RETURN_PATH, Refusal.REJECTED: REJECTED,
+           Refusal.UNKNOWN_UNSUBSCRIBE: UNKNOWN_UNSUBSCRIBE}
 # Refusals about who the message claims to be from: 550 5.7.1 (not authorized), not 554.
 ORIGINATOR_FIELDS = ("from", "sender", "resent-from", "resent-sender")
-FEEDBACK = "feedback"  # RCPT target of a feedback-loop address
-
-
-class Unsubscribe(int):
-    """RCPT target of a List-Unsubscribe mailto address: the message's id."""
-
 
 def _one_line(text: str, limit: int = 400) -> str:
     return " ".join(str(text).split())[:limit]
@@ -154,7 +148,7 @@ class GatewayHandler:
                     return TEMPORARY
                 if target is None:
                     return reply
-                if isinstance(target, routes.RouteMatch):
+                if isinstance(target, RouteMatch):
                     self.routes.put(address, target, seconds)
             envelope.targets[address] = target
         envelope.rcpt_tos.append(address)
@@ -165,24 +159,8 @@ class GatewayHandler:
     def _resolve(address: str):
         """(refusal reply, None) or (None, target) for an unauthenticated recipient."""
         with session_scope() as db:
-            message_id = unsubscribe.message_id_from_address(address)
-            if message_id is not None:
-                if unsubscribe.unsubscribable(db, message_id):
-                    return None, Unsubscribe(message_id)
-                return UNKNOWN_UNSUBSCRIBE, None
-            if address.strip().lower() in get_settings().fbl_address_set:
-                return None, FEEDBACK
-            if bounces.is_return_path(address) or bounces.is_domain_return_path(db, address):
-                if bounces.original_for(db, address) is None:
-                    return UNKNOWN_RETURN_PATH, None
-                return None, BOUNCE
-            match = routes.match(db, address)
-            if match is None:
-                domain = address.rpartition("@")[2]
-                return (UNKNOWN_MAILBOX if routes.domain_has_routes(db, domain) else NO_RELAY), None
-            if match.mode == "reject":
-                return REJECTED, None
-            return None, match
+            refusal, target = classify.classify(db, address)
+        return (REPLIES[refusal] if refusal is not None else None), target
 
     # --- DATA ----------------------------------------------------------------------------
 
@@ -239,26 +217,15 @@ class GatewayHandler:
 
     @staticmethod
     def _receive_unit(mail_from: str, rcpt_tos: list[str], targets: dict, raw: bytes):
-        matches = [targets[r] for r in rcpt_tos if isinstance(targets.get(r), routes.RouteMatch)]
+        matches = classify.route_matches(rcpt_tos, targets)
         if matches and len(matches) == len(rcpt_tos):
             return InboundUnit(inbound.Received(mail_from, matches, raw))
         raw = mime.normalize_line_endings(raw)
 
         def unit(db) -> str:
-            for rcpt in rcpt_tos:
-                target = targets.get(rcpt)
-                if isinstance(target, Unsubscribe):
-                    unsubscribe.unsubscribe(db, int(target), "unsubscribe by mail")
-                elif target == FEEDBACK:
-                    complaints.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
-                elif target == BOUNCE:
-                    bounces.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
-            if matches:
-                inbound.receive(db, mail_from=mail_from, matches=matches, raw=raw)
-            if matches and len(matches) == len(rcpt_tos) and all(m.mode == "bounce"
-                                                                 for m in matches):
-                return BOUNCED
-            return "250 2.0.0 OK"
+            refused = classify.receive(db, mail_from=mail_from, rcpt_tos=rcpt_tos,
+                                       targets=targets, raw=raw)
+            return BOUNCED if refused else "250 2.0.0 OK"
         return unit
 
 

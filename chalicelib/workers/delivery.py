@@ -54,7 +54,8 @@ from chalicelib.db.models import (Delivery, Domain, Message, MessageRaw, Server,
 from chalicelib.services.delivery import categories, smtp as delivery, retry
 from chalicelib.db import claims
 from chalicelib.services.dkim import signer
-from chalicelib.services.domains import manage
+from chalicelib.services.dkim import keys as dkim_keys
+from chalicelib.services.domains import names as domains
 from chalicelib.services.suppressions import entries, unsubscribe
 from chalicelib.services.tracking import engagement
 from chalicelib.services.webhooks import hooks
@@ -95,7 +96,7 @@ def _claimed_columns():
         domain(Domain.name).label("domain_name"),
         domain(Domain.dkim_selector).label("dkim_selector"),
         domain(Domain.dkim_private_key_encrypted).label("dkim_key"),
-        domain(manage.verified_return_path_column()).label("return_path_domain"),
+        domain(domains.verified_return_path_column()).label("return_path_domain"),
         select(D.c.id).where(D.c.message_id == outer("id"), D.c.status == "InFlight")
         .limit(1).scalar_subquery().label("stale"),
         # suppressions.normalize() in SQL: rcpt_to was validated, so only case can differ.
@@ -124,7 +125,7 @@ _cached = writes.cached
 
 def return_path(message) -> str:
     """The envelope sender: the bounce handler matches DSNs by the token in it."""
-    return manage.envelope_sender(message.token, message.return_path_domain)
+    return domains.envelope_sender(message.token, message.return_path_domain)
 
 
 def process(message_id: int) -> str:
@@ -229,26 +230,11 @@ def _attempt(db, message, worker: str) -> str:
     return _record(db, message, worker, outcome, in_flight[0] if in_flight else None, raw)
 
 
-_dkim_keys: dict[str, bytes] = {}
-
-
-def _dkim_key(token: str) -> bytes:
-    """The domain's decrypted DKIM key, kept per ciphertext (a new key is a new ciphertext):
-    decrypting it for every message was ~5% of a delivery's CPU."""
-    key = _dkim_keys.get(token)
-    if key is None:
-        if len(_dkim_keys) >= 256:
-            _dkim_keys.clear()
-        key = _dkim_keys[token] = manage.dkim_private_key(
-            SimpleNamespace(dkim_private_key_encrypted=token))
-    return key
-
-
 def _prepare(db, message) -> bytes:
     prepared = engagement.prepare_outgoing(db, message, message.source)
     if message.unsubscribable:  # before DKIM: the signature must cover both headers
         prepared = unsubscribe.add_headers(prepared, message.id)
-    key = _dkim_key(message.dkim_key)
+    key = dkim_keys.private_key(message.dkim_key)
     return signer.sign_message(prepared, domain=message.domain_name,
                                      selector=message.dkim_selector, private_pem=key)
 

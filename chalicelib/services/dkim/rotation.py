@@ -12,7 +12,6 @@ The active key stays on the domain row (where the delivery worker reads it with 
 """
 from __future__ import annotations
 
-import secrets
 from datetime import timedelta
 
 from sqlalchemy.orm import Session
@@ -20,44 +19,8 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import DkimKey, Domain
-from chalicelib.services.domains import manage
-from chalicelib.services.security import keys
-
-PENDING, ACTIVE, RETIRING = "pending", "active", "retiring"
-
-
-def _new_selector(domain: Domain) -> str:
-    taken = {domain.dkim_selector, *(k.selector for k in domain.other_dkim_keys)}
-    while True:
-        selector = f"{get_settings().dkim_selector}-{secrets.token_hex(3)}"
-        if selector not in taken:
-            return selector
-
-
-def _entry(domain: Domain, selector: str, state: str, public_key: str, created_at=None,
-           retire_at=None) -> dict:
-    return {"selector": selector, "state": state, "public_key": public_key,
-            "record": manage.dkim_record(domain, selector, public_key),
-            "created_at": created_at, "retire_at": retire_at}
-
-
-def listed_keys(domain: Domain) -> list[dict]:
-    """The keys whose records the domain should publish: active, pending, retiring (until
-    their retire_at)."""
-    now = clock.now()
-    listed = [_entry(domain, domain.dkim_selector, ACTIVE, domain.dkim_public_key)]
-    for key in domain.other_dkim_keys:
-        if key.state == RETIRING and key.retire_at is not None and key.retire_at <= now:
-            continue
-        listed.append(_entry(domain, key.selector, key.state, key.public_key, key.created_at,
-                             key.retire_at))
-    return listed
-
-
-def record(domain: Domain) -> list[dict]:
-    """``dkim_keys`` of the domain record (without the bare public key)."""
-    return [{k: v for k, v in entry.items() if k != "public_key"}
-            for entry in listed_keys(domain)]
+from chalicelib.services.dkim import keys, published
+from chalicelib.services.dkim.keys import PENDING, RETIRING
 
 
 def pending_key(domain: Domain) -> DkimKey | None:
@@ -67,10 +30,10 @@ def pending_key(domain: Domain) -> DkimKey | None:
 def rotate(db: Session, domain: Domain) -> DkimKey:
     for old in [k for k in domain.other_dkim_keys if k.state == PENDING]:
         domain.other_dkim_keys.remove(old)  # never signed anything: no need to keep it
-    private_pem, public_b64 = manage._dkim().generate_key()
-    key = DkimKey(selector=_new_selector(domain), state=PENDING,
-                  private_key_encrypted=keys.secret_box().encrypt(private_pem),
-                  public_key=public_b64, created_at=clock.now())
+    encrypted, public_b64 = keys.generate()
+    key = DkimKey(selector=keys.new_selector(domain), state=PENDING,
+                  private_key_encrypted=encrypted, public_key=public_b64,
+                  created_at=clock.now())
     domain.other_dkim_keys.append(key)
     db.flush()
     return key
@@ -98,13 +61,20 @@ def activate(db: Session, domain: Domain) -> Domain:
 
 
 def _require_published(domain: Domain, key: DkimKey) -> None:
-    from chalicelib.services.domains import checks  # dnspython: not at cold start
+    from chalicelib import dns_lookup  # dnspython: not at cold start
 
-    entry = _entry(domain, key.selector, PENDING, key.public_key)
-    result = checks.check_dkim({"name": domain.name}, key.selector, PENDING,
-                                       entry["record"]["value"], key.public_key)
-    if result["status"] != checks.OK:
+    entry = keys.record(domain.name, key.selector, key.public_key)
+    try:
+        status, _found = published.look_up(entry["name"], key.public_key)
+    except dns_lookup.FAILED as exc:
+        status, detail = "error", f"the DNS lookup of {entry['name']} TXT failed " \
+                                  f"({type(exc).__name__}); it is checked again later"
+    else:
+        detail = {published.MISSING: f"publish the DKIM record of selector {key.selector}",
+                  published.OTHER_KEY: f"the record at {entry['name']} holds another public "
+                                       "key"}.get(status, "")
+    if status != published.PUBLISHED:
         raise errors.ValidationError(
-            f"dkim: {result['detail']}: publish the TXT record {entry['record']['name']} "
-            f"{entry['record']['value']!r}, then activate again (status: {result['status']})",
+            f"dkim: {detail}: publish the TXT record {entry['name']} "
+            f"{entry['value']!r}, then activate again (status: {status})",
             field="dkim")

@@ -31,9 +31,9 @@ from sqlalchemy.orm import Session
 from chalicelib import clock
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Route
-from chalicelib.services.dkim import rotation
 from chalicelib import dns_lookup
-from chalicelib.services.domains import manage
+from chalicelib.services.dkim import keys as dkim_keys, published
+from chalicelib.services.domains import names, records as domain_records
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +63,15 @@ def _error(kind: str, name: str, rtype: str, expected: str, exc: Exception, **ex
 
 def plan(db: Session, domain: Domain) -> dict:
     settings = get_settings()
-    records = manage.dns_records(domain)
+    records = domain_records.dns_records(domain)
     return {
         "name": domain.name,
         "verification": records["verification"]["value"],
         "spf_include": settings.effective_spf_include,
         "dkim": [(k["selector"], k["state"], k["record"]["value"], k["public_key"])
-                 for k in rotation.listed_keys(domain)],
-        "return_path": (manage.return_path_name(domain), settings.effective_return_path_domain),
-        "tracking": (manage.tracking_name(domain), settings.effective_tracking_domain)
+                 for k in dkim_keys.listed_keys(domain)],
+        "return_path": (names.return_path_name(domain), settings.effective_return_path_domain),
+        "tracking": (names.tracking_name(domain), settings.effective_tracking_domain)
         if domain.tracking_host else None,
         "receives_mail": db.scalar(select(Route.id).where(Route.domain_id == domain.id)
                                    .limit(1)) is not None,
@@ -150,30 +150,17 @@ def _check_spf(p: dict) -> dict:
                    f"includes {include}; {lookups} DNS lookup(s)", lookups=lookups)
 
 
-def _dkim_p(value: str) -> str | None:
-    tags = {}
-    for part in value.split(";"):
-        key, sep, val = part.partition("=")
-        if sep:
-            tags[key.strip().lower()] = "".join(val.split())
-    return tags.get("p")
-
-
 def check_dkim(p: dict, selector: str, state: str, expected: str, public_key: str) -> dict:
     name = f"{selector}._domainkey.{p['name']}"
     extra = {"selector": selector, "state": state}
     try:
-        txt = dns_lookup.txt_strings(name)
+        status, found = published.look_up(name, public_key)
     except dns_lookup.FAILED as exc:
         return _error("dkim", name, "TXT", expected, exc, **extra)
-    keys = [t for t in txt if _dkim_p(t) is not None]
-    if not keys:
-        return _record("dkim", name, "TXT", expected, txt, MISSING,
-                       f"publish the DKIM record of selector {selector}", **extra)
-    if any(_dkim_p(t) == public_key for t in keys):
-        return _record("dkim", name, "TXT", expected, keys, OK, "our public key", **extra)
-    return _record("dkim", name, "TXT", expected, keys, MISMATCH,
-                   f"the record at {name} holds another public key", **extra)
+    detail = {published.PUBLISHED: "our public key",
+              published.MISSING: f"publish the DKIM record of selector {selector}",
+              published.OTHER_KEY: f"the record at {name} holds another public key"}[status]
+    return _record("dkim", name, "TXT", expected, found, status, detail, **extra)
 
 
 def _check_cname(kind: str, name: str, target: str) -> dict:
@@ -299,10 +286,10 @@ def verify_cnames(domain: Domain, now: datetime) -> None:
     """``verify`` with DOMAIN_VERIFY_DNS: mark the return-path and tracking CNAMEs verified
     when they are found (their absence does not fail verification)."""
     settings = get_settings()
-    pairs = [("return_path_verified_at", manage.return_path_name(domain),
+    pairs = [("return_path_verified_at", names.return_path_name(domain),
               settings.effective_return_path_domain)]
     if domain.tracking_host:
-        pairs.append(("tracking_verified_at", manage.tracking_name(domain),
+        pairs.append(("tracking_verified_at", names.tracking_name(domain),
                       settings.effective_tracking_domain))
     for attr, name, target in pairs:
         if _check_cname("cname", name, target)["status"] == OK:

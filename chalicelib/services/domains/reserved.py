@@ -9,17 +9,15 @@ only undeliverable. The others cannot be allowed: no address at them passes vali
 """
 from __future__ import annotations
 
-from chalicelib.config import get_settings
+from chalicelib.config import DOCUMENTATION_DOMAINS, get_settings
 
 _DOCUMENTATION = "reserved for documentation (RFC 2606)"
 
 #: A name and every name under it -> why it is refused.
 RESERVED: dict[str, str] = {
     "test": "reserved for testing (RFC 6761)",
-    "example": _DOCUMENTATION,
-    "example.com": _DOCUMENTATION,
-    "example.net": _DOCUMENTATION,
-    "example.org": _DOCUMENTATION,
+    # The only ones RESERVED_DOMAINS_ALLOWED may list (its parser is in config.py).
+    **{name: _DOCUMENTATION for name in DOCUMENTATION_DOMAINS},
     "invalid": "reserved as a name that never exists (RFC 6761)",
     "localhost": "reserved for the local host (RFC 6761)",
     "local": "link-local multicast DNS names (RFC 6762)",
@@ -28,22 +26,6 @@ RESERVED: dict[str, str] = {
     "internal": "reserved for private networks (ICANN, 2024)",
     "arpa": "the DNS infrastructure domain (home.arpa: RFC 8375; reverse DNS)",
 }
-
-#: The only reserved names RESERVED_DOMAINS_ALLOWED may list.
-ALLOWABLE = frozenset(name for name, why in RESERVED.items() if why == _DOCUMENTATION)
-
-
-def parse_allowed(raw: str) -> str:
-    """The setting's parser: a comma-separated subset of ALLOWABLE (a name that could not
-    take effect is a configuration error, not silently ignored)."""
-    names = [n.strip().lower().rstrip(".") for n in raw.split(",") if n.strip()]
-    wrong = [n for n in names if n not in ALLOWABLE]
-    if wrong:
-        raise ValueError(f"{', '.join(wrong)} cannot be allowed; only "
-                         f"{', '.join(sorted(ALLOWABLE))} (addresses at the other reserved "
-                         "names never validate)")
-    return ",".join(names)
-
 
 def reserved_reason(ascii_name: str) -> str | None:
     """Why ``ascii_name`` (normalized: lower case, punycode) cannot be a sending domain, or

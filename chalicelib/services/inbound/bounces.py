@@ -8,24 +8,23 @@ bounce). The DSN is stored as a Message with ``bounce`` true and ``original_mess
 parsed report (status code, action, diagnostic, recipient, remote MTA) in the message's
 metadata. A hard bounce (action ``failed`` or a 5.x.x status) marks the original ``Bounced``
 and suppresses its recipient like a hard delivery failure; a delay report (4.x.x) is only
-recorded. Each report carries a category (services/bounce_categories.py) from its status code
+recorded. Each report carries a category (services/delivery/categories.py) from its status code
 and diagnostic, also set on the original as ``bounce_category``.
 
-A feedback report (ARF) arriving at a return path is a complaint, handled by
-services/complaints.py and stored here the same way (bounce_type ``complaint``).
+A feedback report (ARF) arriving at a return path is a complaint (``complaints.py``, chosen
+by ``classify.py``), stored the same way (``return_path.store``; bounce_type ``complaint``).
 """
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from chalicelib import errors, observability
-from chalicelib.config import get_settings
-from chalicelib.db.models import Domain, Message, Submission
-from chalicelib.services.inbound import receive as inbound
+from chalicelib import errors
+from chalicelib.db.models import Message
+from chalicelib.services.inbound import return_path
 from chalicelib.shapes import builds
 from chalicelib.shapes import messaging as shape
 
@@ -34,32 +33,6 @@ if TYPE_CHECKING:
 
 _STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
-
-
-def is_return_path(address: str) -> bool:
-    return address.rpartition("@")[2].lower().rstrip(".") == \
-        get_settings().effective_return_path_domain.lower()
-
-
-def is_domain_return_path(db: Session, address: str) -> bool:
-    """``address`` is at a sending domain's own return-path host (``rp.example.com``)."""
-    host, _, name = address.rpartition("@")[2].lower().rstrip(".").partition(".")
-    if not host or "." not in name:
-        return False
-    return db.scalar(select(Domain.id).where(Domain.name == name,
-                                             Domain.return_path_host == host).limit(1)) is not None
-
-
-def original_for(db: Session, address: str) -> Message | None:
-    """The outgoing message whose return path is ``address``."""
-    token = address.rpartition("@")[0]
-    if not token or len(token) > 64:
-        return None
-    base = select(Message).where(Message.scope == "outgoing", Message.bounce.is_(False))
-    found = db.scalar(base.where(Message.token == token))
-    if found is None:  # some MTAs lower-case local parts
-        found = db.scalar(base.where(func.lower(Message.token) == token.lower()).limit(2))
-    return found
 
 
 def _field_value(value) -> str | None:
@@ -76,14 +49,6 @@ def _typed(value: str | None) -> str | None:
     return value
 
 
-def _parser():
-    # The email parser is imported when a bounce is read, not at cold start.
-    from email import policy
-    from email.parser import BytesParser
-
-    return BytesParser(policy=policy.compat32)
-
-
 def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
     for part in msg.walk():
         if part.get_content_type() in ("message/delivery-status", "message/global-delivery-status"):
@@ -92,7 +57,7 @@ def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
                 return payload
             text = payload if isinstance(payload, str) else ""
             blocks = re.split(r"\r?\n\r?\n", text.strip())
-            return [_parser().parsebytes(b.encode("utf-8", "replace"))
+            return [return_path.parser().parsebytes(b.encode("utf-8", "replace"))
                     for b in blocks if b.strip()]
     return []
 
@@ -100,7 +65,7 @@ def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
 def parse_dsn(raw: bytes) -> dict:
     """The report of a bounce: status, action, diagnostic, final recipient, remote MTA,
     type (hard, soft or null when nothing could be read) and whether it is an RFC 3464 report."""
-    msg = _parser().parsebytes(raw)
+    msg = return_path.parser().parsebytes(raw)
     blocks = _status_blocks(msg)
     report = {"status": None, "action": None, "diagnostic": None, "final_recipient": None,
               "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks)}
@@ -153,26 +118,16 @@ def _plain_text(msg: EmailMessage) -> str:
     return "\n".join(chunks)[:100_000]
 
 
-def _subject(raw: bytes) -> str | None:
-    value = _parser().parsebytes(raw, headersonly=True)["Subject"]
-    return str(value)[:998] if value else None
-
-
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
-    """Store a bounce (or a complaint) for the message behind ``rcpt_to``; None when no
+    """Store a bounce for the message behind the return path ``rcpt_to``; None when no
     message matches."""
-    from chalicelib.services.inbound import complaints
     from chalicelib.services.suppressions import entries
 
-    original = original_for(db, rcpt_to)
+    original = return_path.original_for(db, rcpt_to)
     if original is None:
         return None
-    complaint = complaints.parse(raw)
-    if complaint is not None:
-        return complaints.receive(db, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
-                                  report=complaint)
     report = parse_dsn(raw)
-    bounce = store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
+    bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
     if report["type"] == "hard":
         detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
         original.status = "Bounced"
@@ -184,29 +139,6 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
                               origin="bounce",
                               details=f"hard bounce: {detail}"[:1000] if detail else "hard bounce")
     db.flush()
-    return bounce
-
-
-def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: bytes,
-          report: dict) -> Message:
-    """The bounce (or complaint) row for ``original``, its parsed ``report`` in metadata."""
-    submission = Submission(server_id=original.server_id, size=len(raw), raw=raw)
-    db.add(submission)
-    db.flush()
-    bounce = Message(server_id=original.server_id, submission_id=submission.id,
-                     token=inbound.new_token(), scope="incoming", bounce=True,
-                     rcpt_to=rcpt_to[:255], mail_from=(mail_from or "")[:255],
-                     subject=_subject(raw), size=len(raw), original_message_id=original.id,
-                     status="Processed", metadata_json={"dsn": report},
-                     bounce_category=report.get("category"))
-    db.add(bounce)
-    db.flush()
-    observability.count("bounced", report["type"] == "hard")
-    observability.log("bounce.received", "warning", bounce_id=bounce.id,
-                      original_message_id=original.id, token=original.token,
-                      server_id=original.server_id, rcpt_to=original.rcpt_to,
-                      type=report["type"], status=report["status"],
-                      diagnostic=report["diagnostic"])
     return bounce
 
 

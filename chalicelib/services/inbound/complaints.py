@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import observability
 from chalicelib.db.models import Message
+from chalicelib.services.inbound import return_path
 
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
@@ -42,13 +43,6 @@ log = logging.getLogger(__name__)
 REPORT_TYPE = "feedback-report"
 NOT_SPAM = "not-spam"
 _ADDRESS = re.compile(r"<?([^<>\s]+@[^<>\s]+?)>?\s*$")
-
-
-def _parser():
-    from email import policy
-    from email.parser import BytesParser
-
-    return BytesParser(policy=policy.compat32)
 
 
 def is_feedback_report(msg: EmailMessage) -> bool:
@@ -75,7 +69,7 @@ def _report_fields(msg: EmailMessage) -> EmailMessage | None:
             if isinstance(payload, list):
                 return payload[0] if payload else None
             text = payload if isinstance(payload, str) else ""
-            return _parser().parsebytes(text.strip().encode("utf-8", "replace") + b"\n\n")
+            return return_path.parser().parsebytes(text.strip().encode("utf-8", "replace") + b"\n\n")
     return None
 
 
@@ -88,13 +82,13 @@ def _original_headers(msg: EmailMessage) -> EmailMessage | None:
                 return payload[0]
         elif kind in ("text/rfc822-headers", "text/rfc822"):
             body = part.get_payload(decode=True) or b""
-            return _parser().parsebytes(body, headersonly=True)
+            return return_path.parser().parsebytes(body, headersonly=True)
     return None
 
 
 def parse(raw: bytes) -> dict | None:
     """The fields of an ARF report; None when ``raw`` is not one."""
-    msg = _parser().parsebytes(raw)
+    msg = return_path.parser().parsebytes(raw)
     if not is_feedback_report(msg):
         return None
     fields = _report_fields(msg)
@@ -123,11 +117,9 @@ def parse(raw: bytes) -> dict | None:
 
 
 def find_original(db: Session, report: dict, rcpt_to: str | None = None) -> Message | None:
-    from chalicelib.services.inbound import bounces
-
     for address in (rcpt_to, report["original_mail_from"], report["original_return_path"]):
-        if address and bounces.is_return_path(address):
-            found = bounces.original_for(db, address)
+        if address and return_path.is_return_path(address):
+            found = return_path.original_for(db, address)
             if found is not None:
                 return found
     # Stored without the angle brackets (mime.build_message).
@@ -150,7 +142,6 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
             report: dict | None = None) -> Message | None:
     """Store the complaint and suppress its recipient; None when ``raw`` is no ARF report or
     no original message matches (the report is then dropped: nothing to act on)."""
-    from chalicelib.services.inbound import bounces
     from chalicelib.services.suppressions import entries
 
     report = report or parse(raw)
@@ -161,7 +152,7 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
         log.info("feedback report to %s matched no message; dropped", rcpt_to)
         return None
     report["final_recipient"] = report["final_recipient"] or original.rcpt_to
-    stored = bounces.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+    stored = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
                            report=report)
     spam = report["feedback_type"] != NOT_SPAM
     if spam:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.db.models import Domain, Route, Server
-from chalicelib.services.domains import manage as domain_service
+from chalicelib.services.domains import manage as domains, names as domain_names
 
 MODES = ("endpoint", "accept", "hold", "bounce", "reject")
 ENDPOINT_TYPES = ("http", "smtp", "address")
@@ -72,7 +72,7 @@ def normalize_endpoint(endpoint: dict | None) -> dict | None:
     local, domain = address.strip().rsplit("@", 1)
     if not local:
         raise _fail("endpoint.address", "must be an email address")
-    domain_service.normalize_domain(domain, "endpoint.address")
+    domain_names.normalize_domain(domain, "endpoint.address")
     return {"type": "address", "address": address.strip()}
 
 
@@ -86,7 +86,7 @@ def _check_mode(mode: str, endpoint: dict | None) -> None:
 def create_route(db: Session, server: Server, *, name: str, domain: str, mode: str,
                  endpoint: dict | None) -> Route:
     local = normalize_name(name)
-    dom = domain_service.find_domain(db, server, domain) if domain else None
+    dom = domains.find_domain(db, server, domain) if domain else None
     if dom is None:
         raise errors.ParameterMissing("domain is required", field="domain")
     endpoint = normalize_endpoint(endpoint)

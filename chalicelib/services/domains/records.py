@@ -1,0 +1,31 @@
+"""The DNS records a sending domain should publish: verification, SPF and DKIM TXT records, a
+DMARC record, the return-path CNAME (``<return_path_host>.<name>`` -> RETURN_PATH_DOMAIN),
+the next DKIM key while one is pending and, when set, the tracking CNAME."""
+from __future__ import annotations
+
+from chalicelib.config import get_settings
+from chalicelib.db.models import Domain
+from chalicelib.services.dkim import keys as dkim_keys
+from chalicelib.services.domains import names
+
+
+def dns_records(domain: Domain) -> dict:
+    settings = get_settings()
+    records = {
+        "verification": {"type": "TXT", "name": domain.name,
+                         "value": f"email-service-verification={domain.verification_token}"},
+        "spf": {"type": "TXT", "name": domain.name,
+                "value": f"v=spf1 a mx include:{settings.effective_spf_include} ~all"},
+        "dkim": dkim_keys.record(domain.name, domain.dkim_selector, domain.dkim_public_key),
+        "return_path": {"type": "CNAME", "name": names.return_path_name(domain),
+                        "value": settings.effective_return_path_domain},
+        # A starting point: any DMARC policy passes the check; p=none only reports.
+        "dmarc": {"type": "TXT", "name": f"_dmarc.{domain.name}", "value": "v=DMARC1; p=none"},
+    }
+    for key in domain.other_dkim_keys:
+        if key.state == dkim_keys.PENDING:
+            records["dkim_next"] = dkim_keys.record(domain.name, key.selector, key.public_key)
+    if domain.tracking_host:
+        records["tracking"] = {"type": "CNAME", "name": names.tracking_name(domain),
+                               "value": settings.effective_tracking_domain}
+    return records
