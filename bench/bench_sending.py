@@ -8,7 +8,7 @@
    recipient) with bare SQLAlchemy Core: single-row commits for the single send, a batched
    ``insert().returning()`` for the others. The handler also authenticates, validates every
    address, builds the MIME message, checks suppressions and resolves the stream.
-2. deliveries per second from the worker (``workers.delivery.process``: load, claim, DKIM,
+2. deliveries per second from the worker (``services/delivery/process.process``: load, claim, DKIM,
    a fresh SMTP session, InFlight row, outcome + event + release in one transaction) to a
    loopback aiosmtpd sink; reference: a minimal loop that claims a row with SELECT ... FOR
    UPDATE SKIP LOCKED, signs with the same OpenSSL-backed DKIM signer, sends over ONE reused
@@ -100,7 +100,7 @@ def main() -> None:
     from chalicelib import clock
     from chalicelib.db.models import Message, Submission
     from chalicelib.services.dkim import signer as dkim_signing
-    from chalicelib.workers import delivery as worker
+    from chalicelib.services.delivery import process as worker
     from tests.mx import ScriptedMX
 
     stack, api, tenant = start_stack()

@@ -5,7 +5,7 @@
    request, against the same sends without the header; rounds alternate between the two so
    the machine's noise falls on both. Aim <= 1.2x. (A replay of a known key is printed too.)
 2. Bulk release throughput: a server's N Held messages (Development mode, then back to Live)
-   released by one bulk job through ``workers.bulk.process`` (chunks of BULK_CHUNK_SIZE, each
+   released by one bulk job through ``services/messages/bulk.process`` (chunks of BULK_CHUNK_SIZE, each
    a transaction with the job's cursor), measured as messages released per second. The
    queue is a no-op port, so the released messages' deliveries do not compete.
 
@@ -53,7 +53,6 @@ def main() -> None:
     from chalicelib.db import session_scope
     from chalicelib.db.models import Server
     from chalicelib.services.messages import bulk as bulk_actions
-    from chalicelib.workers import bulk
     from tests.support import Api
 
     stack, api, tenant = start_stack()
@@ -87,7 +86,7 @@ def main() -> None:
             job = bulk_actions.create(db, db.get(Server, server_id), "release",
                                       {"tag": "held"})["job"]
         started = time.perf_counter()
-        outcome = bulk.process(job["id"])
+        outcome = bulk_actions.process(job["id"])
         elapsed = time.perf_counter() - started
         shown = Api.data(api.get(f"/api/v2/server/messages/bulk/{job['id']}",
                                  server_key=key))["job"]

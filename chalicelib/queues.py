@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-QUEUE_NAMES = ("deliveries", "webhooks", "inbound", "bulk")
+# The queues, by what their wake-ups name: outgoing messages, webhook requests, inbound
+# messages (to their route's endpoint), bulk jobs.
+DELIVERIES, WEBHOOKS, INBOUND, BULK = "deliveries", "webhooks", "inbound", "bulk"
+QUEUE_NAMES = (DELIVERIES, WEBHOOKS, INBOUND, BULK)
 SQS_MAX_DELAY = 900
 
 

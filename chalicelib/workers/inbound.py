@@ -1,7 +1,9 @@
-"""Queue "inbound": deliver a received message to its route's endpoint."""
+"""Queue "inbound": each wake-up names a received message; ``services/inbound/forward``
+hands it to its route's endpoint."""
 from __future__ import annotations
 
-from chalicelib.services.inbound import receive
+from chalicelib import queues
+from chalicelib.services.inbound import forward
 from chalicelib.workers.registry import QueueWorker, register
 
-register(QueueWorker(receive.QUEUE, process=receive.process, find_due=receive.find_due))
+register(QueueWorker(queues.INBOUND, process=forward.process, find_due=forward.find_due))

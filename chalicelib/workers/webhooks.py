@@ -1,21 +1,10 @@
-"""Queue "webhooks": each wake-up names a WebhookRequest row; ``webhook_delivery.process``
-claims it, POSTs it once and records the outcome; a batch of wake-ups goes through
-``webhook_batch.process_batch`` (one transaction on PostgreSQL). Importing the webhooks service here also
-registers its events listener in every worker process."""
+"""Queue "webhooks": each wake-up names a WebhookRequest row; ``services/webhooks/deliver``
+claims it, POSTs it once and records the outcome (a batch of wake-ups: ``batch.py``)."""
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
-from chalicelib.db.models import WebhookRequest
-from chalicelib.db import claims
-from chalicelib.services.webhooks import batch as webhook_batch, deliver
-from chalicelib.services.webhooks import hooks as _webhooks  # noqa: F401  (registers fan_out)
+from chalicelib import queues
+from chalicelib.services.webhooks import batch, deliver
 from chalicelib.workers.registry import QueueWorker, register
 
-
-def find_due(db: Session, limit: int, grace_seconds: float) -> list[int]:
-    return claims.due_ids(db, WebhookRequest, limit, grace_seconds)
-
-
-register(QueueWorker(deliver.QUEUE, process=deliver.process, find_due=find_due,
-                     process_batch=webhook_batch.process_batch))
+register(QueueWorker(queues.WEBHOOKS, process=deliver.process, find_due=deliver.find_due,
+                     process_batch=batch.process_batch))

@@ -114,9 +114,7 @@ def test_a_job_covers_only_messages_that_existed_when_it_was_created(api, tenant
     db.info.pop("after_commit", None)  # woken by hand below
     db.commit()
     [late] = sent_ok(api, tenant, tag=tag, send_at=later(hours=1))["recipients"]
-    from chalicelib.workers import bulk as bulk_worker
-
-    assert bulk_worker.process(created["id"]) == "done"
+    assert bulk_actions.process(created["id"]) == "done"
     assert message(api, tenant, early["id"])["status"] == "Cancelled"
     assert message(api, tenant, late["id"])["status"] == "Scheduled"
 
@@ -169,14 +167,13 @@ from datetime import timedelta
 from chalicelib import clock
 clock.advance(timedelta(hours=1, seconds=5))
 from chalicelib.services.messages import bulk as bulk_actions
-from chalicelib.workers import bulk
 apply = bulk_actions.apply
 def slowly(*args, **kwargs):  # widen the window between a chunk's changes and its commit
     changed = apply(*args, **kwargs)
     time.sleep(0.15)
     return changed
 bulk_actions.apply = slowly
-print(bulk.process(int(sys.argv[1])), flush=True)
+print(bulk_actions.process(int(sys.argv[1])), flush=True)
 """
 
 

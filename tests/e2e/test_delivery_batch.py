@@ -1,4 +1,4 @@
-"""Deliveries in batches (workers/delivery_batch.py): one claim for the batch, one SMTP
+"""Deliveries in batches (services/delivery/batch.py): one claim for the batch, one SMTP
 session for consecutive messages to one destination, each outcome written with the next
 message's in-flight marker; and a worker killed mid-batch leaves every message sent once
 (recorded, or held as Unknown when its outcome was lost) or due again."""
@@ -11,8 +11,8 @@ import pytest
 from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import Message
-from chalicelib.workers import delivery as worker
-from chalicelib.workers import delivery_batch, dispatch
+from chalicelib.services.delivery import process as worker, recorder as recording, smtp
+from chalicelib.workers import dispatch
 from tests.e2e.test_sending import message, rcpt, wait_status
 from tests.e2e.test_sending_worker import _deliveries, _make_due, _park
 from tests.support import wait_for
@@ -48,7 +48,7 @@ def _claim(message_id: int):
 def test_batch_sends_each_once_on_one_session_and_records_each(api, tenant, mx, db):
     ids, addresses = _parked(db, api, tenant, 5)
     # A duplicate wake-up in the same batch and one for a row that is gone change nothing.
-    results = delivery_batch.process_batch(ids + [ids[0], 99999999])
+    results = worker.process_batch(ids + [ids[0], 99999999])
     assert results == {**{i: "Sent" for i in ids}, 99999999: "nothing-to-do"}
     assert mx.connections == 1  # one SMTP session, RSET between messages
     for message_id, to in zip(ids, addresses):
@@ -59,7 +59,7 @@ def test_batch_sends_each_once_on_one_session_and_records_each(api, tenant, mx, 
         assert [e["event"] for e in shown["events"]] == ["MessageSent"]
         assert _claim(message_id)[1] is None  # the claim is released with the outcome
     # A late batch of the same wake-ups finds nothing to do.
-    assert set(delivery_batch.process_batch(ids).values()) == {"nothing-to-do"}
+    assert set(worker.process_batch(ids).values()) == {"nothing-to-do"}
     assert len(mx.messages) == 5
 
 
@@ -68,7 +68,7 @@ def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, t
     # 1st accepted; 2nd refused at RCPT (5xx; the session goes on after RSET); 3rd deferred
     # with 421 at DATA, after which the session is closed; the 4th goes over a fresh one.
     mx.script = ["250", "rcpt:550 5.1.1 no such user", "421 4.3.2 closing"]
-    results = delivery_batch.process_batch(ids)
+    results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["Sent", "HardFail", "SoftFail", "Sent"]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 0, 0, 1]
     assert mx.connections == 2
@@ -95,7 +95,7 @@ def _kill_and_recover(api, tenant, mx, ids, addresses):
 def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, db,
                                                               monkeypatch):
     ids, addresses = _parked(db, api, tenant, 5)
-    real_send = worker.delivery.send
+    real_send = smtp.send
     calls = []
 
     def send_then_die(*args, **kwargs):
@@ -105,10 +105,10 @@ def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, d
             raise WorkerDied()  # the 3rd message was accepted; its outcome is never written
         return outcome
 
-    monkeypatch.setattr(worker.delivery, "send", send_then_die)
+    monkeypatch.setattr(smtp, "send", send_then_die)
     with pytest.raises(WorkerDied):
-        delivery_batch.process_batch(ids)
-    monkeypatch.setattr(worker.delivery, "send", real_send)
+        worker.process_batch(ids)
+    monkeypatch.setattr(smtp, "send", real_send)
     # Right after the kill: the 2nd outcome was written with the 3rd marker; the 3rd is in
     # flight; the 4th and 5th are still claimed and untouched.
     assert [_claim(i)[0] for i in ids] == ["Sent", "Sent", "Pending", "Pending", "Pending"]
@@ -127,19 +127,19 @@ def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, d
 
 def test_worker_killed_before_a_messages_data_mid_batch(api, tenant, mx, db, monkeypatch):
     ids, addresses = _parked(db, api, tenant, 4)
-    real_mark = worker._mark_in_flight
+    real_mark = recording.Recorder.mark_in_flight
     marks = []
 
-    def die_before_third_marker(db_, message_id, host, raw, worker_id):
+    def die_before_third_marker(recorder, db_, message_id, host, raw, worker_id):
         marks.append(message_id)
         if len(marks) == 3:
             raise WorkerDied()  # before the 3rd message's marker (and the 2nd's outcome)
-        return real_mark(db_, message_id, host, raw, worker_id)
+        return real_mark(recorder, db_, message_id, host, raw, worker_id)
 
-    monkeypatch.setattr(worker, "_mark_in_flight", die_before_third_marker)
+    monkeypatch.setattr(recording.Recorder, "mark_in_flight", die_before_third_marker)
     with pytest.raises(WorkerDied):
-        delivery_batch.process_batch(ids)
-    monkeypatch.setattr(worker, "_mark_in_flight", real_mark)
+        worker.process_batch(ids)
+    monkeypatch.setattr(recording.Recorder, "mark_in_flight", real_mark)
     assert [[d.status for d in _deliveries(i)] for i in ids] == \
         [["Sent"], ["InFlight"], [], []]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 0, 0]
@@ -169,13 +169,13 @@ def test_dispatch_batch_hands_the_valid_wakeups_to_process_batch(monkeypatch):
 def test_the_running_stack_delivers_a_burst_in_batches(api, tenant, mx, monkeypatch):
     """Through the HTTP API and the local queue: the batch path end to end."""
     calls = []
-    real = delivery_batch.process_batch
+    real = worker.process_batch
 
     def spy(ids):
         calls.append(len(ids))
         return real(ids)
 
-    monkeypatch.setattr(delivery_batch, "process_batch", spy)
+    monkeypatch.setattr(worker, "process_batch", spy)
     from tests.support import Api
 
     addresses = [rcpt(f"burst{i}") for i in range(40)]
@@ -197,13 +197,13 @@ def test_an_sqs_batch_reaches_the_lambda_handler_as_one_delivery_batch(api, tena
 
     ids, addresses = _parked(db, api, tenant, 3)
     batches = []
-    real = delivery_batch.process_batch
+    real = worker.process_batch
 
     def spy(row_ids):
         batches.append(list(row_ids))
         return real(row_ids)
 
-    monkeypatch.setattr(delivery_batch, "process_batch", spy)
+    monkeypatch.setattr(worker, "process_batch", spy)
     arn = f"arn:aws:sqs:us-east-1:123456789012:{app_module._PREFIX}deliveries"
     event = {"Records": [{"messageId": str(i), "receiptHandle": "h", "body": json.dumps(
         {"id": message_id}), "attributes": {}, "messageAttributes": {}, "md5OfBody": "",

@@ -8,8 +8,7 @@ import pytest
 
 from chalicelib.db import session_scope
 from chalicelib.db.models import Message
-from chalicelib.workers import delivery as worker
-from chalicelib.workers import delivery_batch
+from chalicelib.services.delivery import attempt, process as worker, recorder as recording, steps
 from tests.conftest import TEST_DATABASE_URL
 from tests.e2e.test_delivery_batch import WorkerDied, _parked
 from tests.e2e.test_sending import message
@@ -28,15 +27,15 @@ def _claims(ids: list[int]) -> list[str | None]:
 
 def test_the_claim_commits_with_the_first_marker(api, tenant, mx, db, monkeypatch):
     ids, addresses = _parked(db, api, tenant, 3)
-    real_mark = worker._mark_in_flight
+    real_mark = recording.Recorder.mark_in_flight
     seen: list[list] = []
 
-    def look_then_mark(db_, message_id, host, raw, worker_id):
+    def look_then_mark(recorder, db_, message_id, host, raw, worker_id):
         seen.append(_claims(ids))
-        return real_mark(db_, message_id, host, raw, worker_id)
+        return real_mark(recorder, db_, message_id, host, raw, worker_id)
 
-    monkeypatch.setattr(worker, "_mark_in_flight", look_then_mark)
-    assert delivery_batch.process_batch(ids) == {i: "Sent" for i in ids}
+    monkeypatch.setattr(recording.Recorder, "mark_in_flight", look_then_mark)
+    assert worker.process_batch(ids) == {i: "Sent" for i in ids}
     # Before the first marker nobody else sees the claim; with it, every row is claimed.
     assert seen[0] == [None, None, None]
     assert len(set(seen[1])) == 1 and seen[1][0] is not None
@@ -47,20 +46,20 @@ def test_the_claim_commits_with_the_first_marker(api, tenant, mx, db, monkeypatc
 def test_killed_before_the_first_marker_every_row_is_due_again_at_once(api, tenant, mx, db,
                                                                       monkeypatch):
     ids, addresses = _parked(db, api, tenant, 3)
-    real_mark = worker._mark_in_flight
+    real_mark = recording.Recorder.mark_in_flight
 
     def die(*args):
         raise WorkerDied()
 
-    monkeypatch.setattr(worker, "_mark_in_flight", die)
+    monkeypatch.setattr(recording.Recorder, "mark_in_flight", die)
     with pytest.raises(WorkerDied):
-        delivery_batch.process_batch(ids)
-    monkeypatch.setattr(worker, "_mark_in_flight", real_mark)
+        worker.process_batch(ids)
+    monkeypatch.setattr(recording.Recorder, "mark_in_flight", real_mark)
     # The claim died with the worker: no claim to wait out, no marker, nothing sent.
     assert _claims(ids) == [None, None, None]
     assert [_deliveries(i) for i in ids] == [[], [], []]
     assert mx.messages == []
-    assert delivery_batch.process_batch(ids) == {i: "Sent" for i in ids}
+    assert worker.process_batch(ids) == {i: "Sent" for i in ids}
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
 
 
@@ -68,7 +67,7 @@ def test_a_first_message_refused_before_data_commits_the_claim_with_its_outcome(
         api, tenant, mx, db):
     ids, addresses = _parked(db, api, tenant, 3)
     mx.script = ["rcpt:550 5.1.1 no such user"]
-    results = delivery_batch.process_batch(ids)
+    results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["HardFail", "Sent", "Sent"]
     assert [len(mx.received_for(to)) for to in addresses] == [0, 1, 1]
     assert [message(api, tenant, i)["status"] for i in ids] == ["HardFail", "Sent", "Sent"]
@@ -81,15 +80,15 @@ def test_an_unexpected_error_before_the_first_marker_keeps_the_claims(api, tenan
     its claim to expire, as a single message would: no tight retry loop) and so is the rest,
     which is delivered."""
     ids, addresses = _parked(db, api, tenant, 3)
-    real_prepare = worker._prepare
+    real_prepare = steps.prepare
 
     def fail_first(db_, message_):
         if message_.id == ids[0]:
             raise RuntimeError("a bug in preparing this message")
         return real_prepare(db_, message_)
 
-    monkeypatch.setattr(worker, "_prepare", fail_first)
-    results = delivery_batch.process_batch(ids)
+    monkeypatch.setattr(steps, "prepare", fail_first)
+    results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["failed", "Sent", "Sent"]
     assert [len(mx.received_for(to)) for to in addresses] == [0, 1, 1]
     failed_claim = _claims(ids)[0]
@@ -103,15 +102,15 @@ def test_an_unexpected_error_after_the_first_marker_leaves_the_claims_alone(
     """The claim was committed with the first marker: the rollback after the error takes
     nothing back, and the rest of the batch goes on under the claim it holds."""
     ids, addresses = _parked(db, api, tenant, 3)
-    real_record = worker._record
+    real_record = attempt.record
 
     def fail_first(db_, message_, *args, **kwargs):
         if message_.id == ids[0]:
             raise RuntimeError("a bug in recording this outcome")
         return real_record(db_, message_, *args, **kwargs)
 
-    monkeypatch.setattr(worker, "_record", fail_first)
-    results = delivery_batch.process_batch(ids)
+    monkeypatch.setattr(attempt, "record", fail_first)
+    results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["failed", "Sent", "Sent"]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
     assert [[d.status for d in _deliveries(i)] for i in ids] == \

@@ -12,8 +12,7 @@ from sqlalchemy import func, select, update
 from chalicelib import clock
 from chalicelib.db import session_scope
 from chalicelib.db.models import Message, StatCounter, WebhookRequest
-from chalicelib.workers import delivery as worker
-from chalicelib.workers import delivery_batch
+from chalicelib.services.delivery import process as worker
 from tests.e2e.test_delivery_batch import _parked
 from tests.e2e.test_observability import logs  # noqa: F401  (a fixture)
 from tests.e2e.test_sending import message, rcpt, wait_status
@@ -98,7 +97,7 @@ def test_a_lost_claim_in_a_batch_drops_that_outcome_but_not_the_next_marker(
     ids, addresses = _parked(db, api, tenant, 2)
     arrived, release = mx.hold_next_data()
     results: dict[int, str] = {}
-    batch = threading.Thread(target=lambda: results.update(delivery_batch.process_batch(ids)))
+    batch = threading.Thread(target=lambda: results.update(worker.process_batch(ids)))
     batch.start()
     try:
         assert arrived.wait(20), "the first message's DATA"

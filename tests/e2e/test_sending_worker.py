@@ -13,7 +13,8 @@ from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import Delivery, Message
 from chalicelib.services.sending import submission
-from chalicelib.workers import delivery as worker
+from chalicelib.db import claims
+from chalicelib.services.delivery import attempt, process as worker, smtp
 from tests.conftest import TEST_DATABASE_URL
 from tests.e2e.test_sending import message, rcpt, sent_ok, wait_status
 from tests.support import wait_for
@@ -50,7 +51,7 @@ def _park_settled(db, api, tenant, to: str, monkeypatch) -> int:
     real_enqueue = queues.enqueue_after_commit
 
     def spy(session, queue, row_id, delay_seconds=0):
-        if queue == worker.QUEUE and delay_seconds > 0:
+        if queue == queues.DELIVERIES and delay_seconds > 0:
             put_back.add(row_id)
         return real_enqueue(session, queue, row_id, delay_seconds)
 
@@ -84,7 +85,7 @@ def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db,
     """The row becomes due between the claim's now and the worker's second look: that is an
     early wake-up (re-enqueued), not a row "claimed elsewhere" left for the next sweep."""
     message_id = _park_settled(db, api, tenant, rcpt("edge"), monkeypatch)
-    real_params = worker.claims.claim_params
+    real_params = claims.claim_params
 
     test_thread = threading.current_thread()
 
@@ -94,12 +95,12 @@ def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db,
             return params  # the stack's own workers run as usual
         with session_scope() as session:  # due a moment after the claim's now ...
             session.execute(update(Message).where(Message.id == row_id).values(
-                next_attempt_at=params[worker.claims.CLAIM_NOW] + timedelta(microseconds=5)))
+                next_attempt_at=params[claims.CLAIM_NOW] + timedelta(microseconds=5)))
         clock.advance(timedelta(milliseconds=1))  # ... and already past when it looks again
-        monkeypatch.setattr(worker.claims, "claim_params", real_params)
+        monkeypatch.setattr(claims, "claim_params", real_params)
         return params
 
-    monkeypatch.setattr(worker.claims, "claim_params", params_then_time_passes)
+    monkeypatch.setattr(claims, "claim_params", params_then_time_passes)
     assert worker.process(message_id) == "early"
     wait_for(lambda: [d.status for d in _deliveries(message_id)] == ["Sent"], 20,
              message="the re-enqueued wake-up to deliver")
@@ -110,7 +111,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
     marker is written only under our claim, so this worker closes the session before DATA."""
     to = rcpt("lost")
     message_id = _park_settled(db, api, tenant, to, monkeypatch)
-    real_targets = worker.delivery.targets
+    real_targets = smtp.targets
     test_thread = threading.current_thread()
 
     def targets_while_claim_is_taken(domain):
@@ -121,7 +122,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
                             .values(locked_by="another-worker", locked_at=clock.now()))
         return real_targets(domain)
 
-    monkeypatch.setattr(worker.delivery, "targets", targets_while_claim_is_taken)
+    monkeypatch.setattr(smtp, "targets", targets_while_claim_is_taken)
     _make_due(message_id)
     assert worker.process(message_id) == "claim-lost"
     assert _deliveries(message_id) == []
@@ -213,7 +214,7 @@ def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
         api, tenant, mx, db, monkeypatch):
     to = rcpt("crash")
     message_id = _park(db, api, tenant, to)
-    real_record = worker._record
+    real_record = attempt.record
     died = []
 
     def dying_record(*args, **kwargs):
@@ -222,7 +223,7 @@ def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
             raise WorkerDied()  # the process stops after the remote 250, before the commit
         return real_record(*args, **kwargs)
 
-    monkeypatch.setattr(worker, "_record", dying_record)
+    monkeypatch.setattr(attempt, "record", dying_record)
     _make_due(message_id)
     try:
         worker.process(message_id)

@@ -10,6 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 LAZY = ["requests", "email_validator", "urllib3", "aiosmtpd", "argon2", "pyotp", "jwt", "dkim", "dns",
         "cryptography", "chalicelib.workers.dispatch", "chalicelib.workers.delivery",
+        "chalicelib.services.delivery.process", "chalicelib.services.delivery.attempt",
         "chalicelib.smtp",
         # dialect modules: the engine loads the configured one on first connection
         "sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite",

@@ -8,7 +8,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import Delivery, Message, Route
-from chalicelib.services.inbound import receive
+from chalicelib.services.inbound import forward, receive
 from chalicelib.shapes import messaging as shape
 from chalicelib.shapes import builds
 
@@ -64,12 +64,12 @@ def show_inbound(call: Call, id: int):
 @endpoint(bp, "/inbound/{id}/retry", "POST", auth=SERVER,
           response=shapes.one("message", shape.InboundMessage))
 def retry_inbound(call: Call, id: int):
-    message = receive.retry(call.db, receive.find(call.db, call.server.id, id))
+    message = forward.retry(call.db, receive.find(call.db, call.server.id, id))
     return {"message": record(call, message)}
 
 
 @endpoint(bp, "/inbound/{id}/bypass", "POST", auth=SERVER,
           response=shapes.one("message", shape.InboundMessage))
 def bypass_inbound(call: Call, id: int):
-    message = receive.bypass(call.db, receive.find(call.db, call.server.id, id))
+    message = forward.bypass(call.db, receive.find(call.db, call.server.id, id))
     return {"message": record(call, message)}

@@ -1,7 +1,7 @@
 """One delivery attempt of one outgoing message over SMTP (no database in here).
 
 ``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set (``capture``: kept on
-disk, see services/capture.py; ``mx``: as when empty), else the recipient
+disk, see capture.py; ``mx``: as when empty), else the recipient
 domain's MX hosts in preference order (equal preferences shuffled), else the domain itself
 when it has A/AAAA records but no MX (RFC 5321 5.1). A null MX (RFC 7505) or a domain that
 does not exist is a permanent failure; a DNS timeout is a temporary one.
@@ -11,7 +11,7 @@ cannot be reached, or refuses the connection at the greeting, passes the message
 next. STARTTLS is used whenever offered (opportunistic TLS as in RFC 7435: certificates are
 not verified, since MX certificates rarely match and a refusal would only push the mail to
 plain text). ``before_data`` is called right before the DATA command, so the caller can
-record that the end-of-data stage is about to be reached (see workers/delivery.py).
+record that the end-of-data stage is about to be reached (see attempt.py).
 
 Connections are reused: after a session answered a message (accepted it, or refused it with
 anything but 421), it stays open (per thread, per host, at most IDLE_REUSE_SECONDS idle) and
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from chalicelib.config import get_settings
-from chalicelib import dns_lookup
+from chalicelib import dns_lookup, statuses
 
-SENT, SOFT, HARD = "Sent", "SoftFail", "HardFail"
+SENT, SOFT, HARD = statuses.SENT, statuses.SOFT_FAIL, statuses.HARD_FAIL
 MAX_OUTPUT = 1000
 CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept on disk, never sent (services/capture)
 

@@ -2,7 +2,7 @@
 
 A message is Held when its recipient was suppressed, when its server was in Development
 mode, when it was over a send limit with action hold, or when a worker died after handing it
-to the remote server and its fate is unknown (see workers/delivery.py); it is HardFail when
+to the remote server and its fate is unknown (see services/delivery/attempt.py); it is HardFail when
 rejected or out of retries. ``retry`` (one message, POST /messages/{id}/retry) and the bulk
 ``release``/``retry`` actions put such messages back in the queue as fresh deliveries: the
 decision to risk a duplicate is the tenant's. ``cancel`` stops a Scheduled or Pending

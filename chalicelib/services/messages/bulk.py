@@ -4,7 +4,7 @@
 ``POST /messages/bulk`` with ``dry_run`` answers how many messages match; otherwise it
 writes a BulkJob and answers 202 at once. The job covers the messages that exist when it is
 created (ids up to ``max_message_id``: mail sent later is never swept in) and is carried out
-by the bulk worker (workers/bulk.py) in chunks of BULK_CHUNK_SIZE, in id order. Each chunk's
+by ``process`` (the bulk queue's worker) in chunks of BULK_CHUNK_SIZE, in id order. Each chunk's
 changes commit together with the job's ``cursor`` and counts, so a worker that dies resumes
 after the last committed chunk, and every change is a conditional UPDATE on the message's
 status (message_actions.transition), so nothing is acted on twice. No request runs into an
@@ -16,6 +16,8 @@ for release -- the recipient is still suppressed, so the message stays held).
 """
 from __future__ import annotations
 
+import logging
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,13 +25,17 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, queues
-from chalicelib.db import after_commit
+from chalicelib.config import get_settings
+from chalicelib.db import after_commit, claims, session_scope
+from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.db.models import BulkJob, Message, Server, Stream
 from chalicelib.services.messages import actions as message_actions
 from chalicelib.services.suppressions import entries
 
+log = logging.getLogger(__name__)
+
 ACTIONS = tuple(message_actions.ACTION_STATUSES)
-QUEUE = "bulk"
+QUEUE = queues.BULK
 QUEUED, RUNNING, DONE = "Queued", "Running", "Done"
 MAX_IDS = 10000
 
@@ -197,3 +203,69 @@ def finish(db: Session, job_id: int, worker: str) -> bool:
                 else func.greatest(BulkJob.failed, BulkJob.matched - BulkJob.done))
         .execution_options(synchronize_session=False))
     return result.rowcount == 1
+
+
+# --- the bulk queue's worker ----------------------------------------------------------------
+
+ACTIVE = (QUEUED, RUNNING)
+
+
+def process(job_id: int) -> str:
+    """One wake-up of the bulk queue: chunks of the job for up to BULK_TIME_BUDGET_SECONDS,
+    then it re-enqueues the job (well inside the Lambda timeout). The job row is claimed
+    first, like every worker's (a duplicate wake-up does nothing); per chunk, in ONE
+    transaction: the next BULK_CHUNK_SIZE matching message ids after the cursor, the action
+    on them, the cursor and counts moved (and the claim renewed) only while the claim is
+    still ours, else the chunk rolls back. A worker that dies leaves the claim to expire
+    (CLAIM_TIMEOUT_SECONDS); the sweeper then wakes the job and the next worker resumes after
+    the last committed chunk."""
+    worker = claims.worker_id()
+    settings = get_settings()
+    deadline = time.monotonic() + settings.bulk_time_budget_seconds
+    with session_scope() as db:
+        if not claims.claim(db, BulkJob, job_id, worker, BulkJob.status.in_(ACTIVE)):
+            job = db.get(BulkJob, job_id)
+            if job is None or job.status not in ACTIVE or job.next_attempt_at is None:
+                return "nothing-to-do"
+            wait = (job.next_attempt_at - clock.now()).total_seconds()
+            if wait > 0:
+                queues.enqueue_after_commit(db, queues.BULK, job_id, min(wait, SQS_MAX_DELAY))
+                return "early"
+            return "claimed-elsewhere"
+        while True:
+            outcome = _chunk(db, job_id, worker, settings.bulk_chunk_size)
+            if outcome != "more":
+                return outcome
+            if time.monotonic() > deadline:
+                job = db.get(BulkJob, job_id)
+                if claims.release(job, worker):
+                    job.next_attempt_at = clock.now()
+                    queues.enqueue_after_commit(db, queues.BULK, job_id)
+                db.commit()
+                return "paused"
+
+
+def _chunk(db, job_id: int, worker: str, size: int) -> str:
+    """One chunk in one transaction; "more", "done" or "lost-claim"."""
+    job = db.get(BulkJob, job_id)
+    db.refresh(job)
+    ids = next_chunk(db, job, size)
+    if not ids:
+        finished = finish(db, job_id, worker)
+        db.commit()
+        return "done" if finished else "lost-claim"
+    changed = apply(db, job, ids)
+    if not advance(db, job_id, worker, ids[-1], changed, len(ids) - changed):
+        db.rollback()
+        db.info.pop("after_commit", None)  # nothing of the chunk happened
+        log.warning("bulk job %s: claim lost; another worker carries on", job_id)
+        return "lost-claim"
+    db.commit()
+    # The chunk's delivery wake-ups now, not when the whole wake-up ends.
+    for callback in db.info.pop("after_commit", []):
+        callback()
+    return "more"
+
+
+def find_due(db, limit: int, grace: float) -> list[int]:
+    return claims.due_ids(db, BulkJob, limit, grace, BulkJob.status.in_(ACTIVE))

@@ -22,7 +22,7 @@ _listeners: list[Listener] = []
 
 # Modules whose import registers a listener. They are imported on the first emit, so every
 # process that emits (API, queue workers, the standalone SMTP gateway) notifies them.
-LISTENER_MODULES = ["chalicelib.services.webhooks.hooks"]
+LISTENER_MODULES = ["chalicelib.services.webhooks.payload"]
 _loaded = False
 
 

@@ -28,7 +28,7 @@ from chalicelib.services.security import installation_keys, keys, url_safety
 
 log = logging.getLogger(__name__)
 
-QUEUE = "webhooks"
+QUEUE = queues.WEBHOOKS
 MAX_ATTEMPTS = 10
 BODY_EXCERPT_BYTES = 2048
 MAX_DRAIN_BYTES = 1024 * 1024
@@ -364,3 +364,8 @@ def touches_hook(job: _Job, outcome: Outcome, now) -> bool:
     """Whether a success updates the webhook's last_used_at (LAST_USED_RESOLUTION)."""
     return outcome.success and (job.last_used_at is None
                                 or now - job.last_used_at > LAST_USED_RESOLUTION)
+
+
+def find_due(db, limit: int, grace_seconds: float) -> list[int]:
+    """Due requests whose wake-up may have been lost (for the sweeper)."""
+    return claims.due_ids(db, WebhookRequest, limit, grace_seconds)

@@ -1,30 +1,24 @@
-"""Webhooks of a server: management, the payload, and the fan-out of message events into
-durable queue rows (delivered by ``webhook_delivery``).
-
-Importing this module registers ``fan_out`` as an events listener; the admin blueprint and
-the webhooks worker both import it, so every process that serves the API or drains a queue
-turns events into webhook requests.
-"""
+"""Webhooks of a server: validating and managing them, and a test send (a sample
+notification delivered now, exactly as a real one). Their notifications are built and fanned
+out in ``payload.py`` and delivered by ``deliver.py``."""
 from __future__ import annotations
 
-import calendar
 import json
 import re
 import uuid as uuid_module
-from datetime import datetime
 from urllib.parse import urlsplit
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, Text, delete, insert, literal, \
-    select, text
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, queues
+from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db.models import Message, MessageEvent, Server, Webhook, WebhookRequest
+from chalicelib.db.models import Server, Webhook, WebhookRequest
 # webhook_delivery (the sending side, the queue worker's) is imported where it is used, not
 # at cold start.
 from chalicelib.db import claims
 from chalicelib.services.messages import events
+from chalicelib.services.webhooks import payload
 from chalicelib.services.security import keys, url_safety
 from chalicelib.shapes import builds
 from chalicelib.shapes import management as shape
@@ -157,87 +151,6 @@ def masked_headers(webhook: Webhook) -> dict[str, str]:
     return {name: MASK for name in custom_headers(webhook)}
 
 
-# --------------------------------------------------------------------------- payload
-
-def message_fields(message: Message) -> dict:
-    return {"id": message.id, "token": message.token, "rcpt_to": message.rcpt_to,
-            "mail_from": message.mail_from, "scope": message.scope, "bounce": message.bounce,
-            "tag": message.tag, "metadata": message.metadata_json}
-
-
-def _unix(moment: datetime) -> int:
-    return calendar.timegm(moment.timetuple())
-
-
-def build_body(event: str, uuid: str, timestamp: int, message: dict, details: str | None,
-               *, test: bool = False) -> str:
-    """The JSON text of one notification: serialized once, stored, signed and sent as is."""
-    payload: dict = {"event": event, "timestamp": timestamp, "uuid": uuid}
-    if test:
-        payload["test"] = True
-    payload["payload"] = {"message": message, "details": details or ""}
-    return json.dumps(payload, separators=(",", ":"))
-
-
-def subscribed(webhook: Webhook, event: str) -> bool:
-    return not webhook.events or event in webhook.events
-
-
-def fan_out(db: Session, message: Message, record: MessageEvent) -> list[WebhookRequest]:
-    """Events listener: one queue row per enabled webhook of the server subscribed to the
-    event, committed with the event itself. The event's uuid is the idempotency key."""
-    hooks = [w for w in db.scalars(select(Webhook).where(Webhook.server_id == message.server_id,
-                                                         Webhook.enabled.is_(True)))
-             if subscribed(w, record.event)]
-    if not hooks:
-        return []
-    body = build_body(record.event, record.uuid, _unix(record.created_at or clock.now()),
-                      message_fields(message), record.details)
-    now = clock.now()
-    rows = [WebhookRequest(server_id=message.server_id, webhook_id=w.id, message_id=message.id,
-                           event=record.event, uuid=record.uuid, body=body, attempts=0,
-                           next_attempt_at=now, created_at=now) for w in hooks]
-    db.add_all(rows)
-    db.flush()
-    from chalicelib.services.webhooks import deliver
-
-    for row in rows:
-        queues.enqueue_after_commit(db, deliver.QUEUE, row.id)
-    return rows
-
-
-events.add_listener(fan_out)
-
-
-# Subscription rule of ``subscribed`` in SQL (events is a JSON array; [] means every event).
-SUBSCRIBED_SQL = {
-    "postgresql": "(json_array_length(webhooks.events) = 0 OR EXISTS (SELECT 1 FROM "
-                  "json_array_elements_text(webhooks.events) AS wh_e(v) WHERE wh_e.v = :wh_event))",
-    "sqlite": "(json_array_length(webhooks.events) = 0 OR EXISTS (SELECT 1 FROM "
-              "json_each(webhooks.events) WHERE json_each.value = :wh_event))",
-}
-
-
-def fan_out_statement(dialect: str, message, event: str, uuid: str, details: str | None,
-                      created_at: datetime):
-    """``fan_out`` as ONE ``INSERT ... SELECT FROM webhooks ... RETURNING id`` (no round trip
-    to read the webhooks first), for writers that record events with core statements (the
-    delivery worker). ``message`` needs the attributes of ``message_fields``. The caller
-    enqueues the returned ids after its commit."""
-    table, hooks = WebhookRequest.__table__, Webhook.__table__
-    body = build_body(event, uuid, _unix(created_at), message_fields(message), details)
-    now = clock.now()
-    rows = select(hooks.c.server_id, hooks.c.id,
-                  literal(message.id, BigInteger), literal(event, String),
-                  literal(uuid, String), literal(body, Text), literal(0, Integer),
-                  literal(now, DateTime), literal(now, DateTime)) \
-        .where(hooks.c.server_id == message.server_id, hooks.c.enabled.is_(True),
-               text(SUBSCRIBED_SQL[dialect]).bindparams(wh_event=event))
-    return insert(table).from_select(
-        ["server_id", "webhook_id", "message_id", "event", "uuid", "body", "attempts",
-         "next_attempt_at", "created_at"], rows).returning(table.c.id)
-
-
 # --------------------------------------------------------------------------- test sends
 
 @builds(shape.WebhookTestResult)
@@ -256,7 +169,7 @@ def send_test(db: Session, webhook: Webhook, server: Server, event: str) -> dict
     sample = {"id": 0, "token": "sampletoken0000", "rcpt_to": "recipient@example.com",
               "mail_from": f"sender@{server.permalink}.example.com", "scope": "outgoing",
               "bounce": False, "tag": None, "metadata": None}
-    body = build_body(event, event_uuid, int(clock.timestamp()), sample,
+    body = payload.build_body(event, event_uuid, int(clock.timestamp()), sample,
                       f"Test notification for {event}", test=True).encode("utf-8")
     from chalicelib.services.webhooks import deliver
 

@@ -5,7 +5,7 @@ chained with data-modifying CTEs; a few statements in one transaction on SQLite)
 Both writes are guarded on the claim (``messages.locked_by`` = this worker's claim token):
 
 * the marker is ``INSERT ... SELECT FROM messages WHERE locked_by = us``: a worker whose claim
-  was taken writes nothing and does not send (``delivery.ClaimLost``);
+  was taken writes nothing and does not send (``recorder.ClaimLost``);
 * the outcome's message UPDATE has ``WHERE locked_by = us`` and every other write of the
   outcome (attempt, prepared bytes, event, counters, webhook rows) reads from that UPDATE's
   RETURNING (PostgreSQL: the CTE ``om``; SQLite: the statements after it are not run), so a
@@ -14,15 +14,14 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
 """
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer, bindparam, cast, exists, insert, literal, select, \
-    text, union_all, update
+from sqlalchemy import BigInteger, bindparam, cast, insert, literal, select, union_all, update
 from sqlalchemy.sql.selectable import CTE
 
+from chalicelib import statuses
 from chalicelib.db import counters
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import (Delivery, Message, MessageEvent, MessageRaw, Webhook,
-                                  WebhookRequest)
-from chalicelib.services.webhooks import hooks as webhooks
+from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, WebhookRequest
+from chalicelib.services.webhooks import payload
 
 M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
               MessageRaw.__table__)
@@ -58,7 +57,7 @@ def in_flight_statements(with_raw: bool) -> list:
             .returning(R.c.message_id))
     statements.append(insert(D).from_select(
         ["message_id", "status", "stage", "host", "tls", "created_at"],
-        select(M.c.id, literal("InFlight"), literal("data"), bind("i_host", D.c.host),
+        select(M.c.id, literal(statuses.IN_FLIGHT), literal("data"), bind("i_host", D.c.host),
                literal(False), bind("i_now", D.c.created_at)).where(*held))
         .returning(D.c.id))
     return statements
@@ -67,7 +66,7 @@ def in_flight_statements(with_raw: bool) -> list:
 def finish_statements(dialect: str, values: tuple, attempt: tuple | None, attempt_id: bool,
                       raw: bool, counter_items: list, event: bool) -> list:
     """The outcome's statements for one shape, every value a bind parameter (m_*, a_*, r_raw,
-    e_*, the counters' own names, wh_event): see ``delivery._finish`` for the values. The
+    e_*, the counters' own names, wh_event): see ``recorder.outcome`` for the values. The
     first is the message UPDATE, guarded on our claim; on PostgreSQL it is already the CTE
     ``GUARD`` and the others take the message id from it (no row there: they write nothing)."""
     mid, now, worker = bind("m_id", M.c.id), bind("m_now", M.c.updated_at), \
@@ -105,24 +104,12 @@ def finish_statements(dialect: str, values: tuple, attempt: tuple | None, attemp
         statements.append(counters.upsert_statement(
             len(counter_items), returning=True, only_if=GUARD if guard is not None else None))
     if event:
-        statements.append(_fan_out_statement(dialect, ours, now, guard))
+        table = WebhookRequest.__table__
+        statements.append(payload.fan_out_statement(
+            dialect, server_id=bind("e_server", table.c.server_id), message_id=ours,
+            event=bind("e_event", table.c.event), uuid=bind("e_uuid", table.c.uuid),
+            body=bind("e_body", table.c.body), now=now, only_if=guard))
     return statements
-
-
-def _fan_out_statement(dialect: str, mid, now, guard):
-    """``webhooks.fan_out_statement`` with bind parameters (e_server, e_event, e_uuid,
-    e_body, wh_event): one INSERT ... SELECT FROM webhooks ... RETURNING id."""
-    table, hooks = WebhookRequest.__table__, Webhook.__table__
-    rows = select(hooks.c.server_id, hooks.c.id, mid, bind("e_event", table.c.event),
-                  bind("e_uuid", table.c.uuid), bind("e_body", table.c.body),
-                  literal(0, Integer), now, now) \
-        .where(hooks.c.server_id == bind("e_server", hooks.c.server_id),
-               hooks.c.enabled.is_(True), text(webhooks.SUBSCRIBED_SQL[dialect]))
-    if guard is not None:
-        rows = rows.where(exists(select(guard.c.id)))
-    return insert(table).from_select(
-        ["server_id", "webhook_id", "message_id", "event", "uuid", "body", "attempts",
-         "next_attempt_at", "created_at"], rows).returning(table.c.id)
 
 
 def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:

@@ -1,11 +1,11 @@
 """A batch of delivery wake-ups (an SQS batch of up to 10, or the local queue's) handled
-together around the per-message steps of ``workers/delivery.py``.
+together: the same steps per message (``attempt.py``), with a ``BatchRecorder``.
 
 What a batch changes
 --------------------
 * **One claim.** The rows named by the wake-ups are claimed in ONE ``UPDATE ... WHERE id IN
   (...) RETURNING`` (the same conditions and the same RETURNING as a single claim); a row not
-  claimed gets the single path's closer look (``delivery.not_claimed``, in a session of its
+  claimed gets the single path's closer look (``claim.not_claimed``, in a session of its
   own).
 * **One commit for the claim and the first marker** (PostgreSQL). The claim is not committed
   on its own: it opens the session's transaction, which commits with the first message's
@@ -14,7 +14,7 @@ What a batch changes
   (its write lock would stop every other writer during the network I/O).
 * **One connection per destination.** Claimed messages are worked through sorted by
   recipient domain, so consecutive messages for one destination go over one SMTP session
-  (``services/delivery.py`` keeps it, with RSET between messages; a dropped session or a 421
+  (``smtp.py`` keeps it, with RSET between messages; a dropped session or a 421
   is replaced by a fresh one before anything of the next message is sent).
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
@@ -62,33 +62,69 @@ import logging
 
 from sqlalchemy import event
 
-from chalicelib.db import session_scope
+from chalicelib.db import claims, session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db import claims
-from chalicelib.workers import delivery
-from chalicelib.workers import delivery_writes as writes
+from chalicelib.services.delivery import attempt, claim
+from chalicelib.services.delivery.recorder import PendingOutcome, Recorder
 
 log = logging.getLogger(__name__)
 
 
-def process_batch(message_ids: list[int]) -> dict[int, str]:
-    """Handle a batch of wake-ups; returns what happened to each row id."""
-    ids = list(dict.fromkeys(message_ids))  # SQS may deliver the same wake-up twice
-    if len(ids) == 1:
-        return {ids[0]: delivery.process(ids[0])}
-    worker = claims.worker_id()
+class BatchRecorder(Recorder):
+    """Holds at most one message's outcome until the next message's marker, which writes it
+    in the same commit (or ``flush`` at the batch's end); knows whether the batch's claim is
+    still open in the session."""
+
+    def __init__(self, claim_open: bool):
+        self.claim_open = claim_open
+        self._pending: tuple | None = None  # (session, outcome)
+        self.lost: list[int] = []  # messages whose outcome found their claim taken
+
+    def claim_committed(self, _session) -> None:
+        """The session committed (its ``after_commit`` event): the claim is durable now."""
+        self.claim_open = False
+
+    def take_pending(self) -> PendingOutcome | None:
+        pending, self._pending = self._pending, None
+        return None if pending is None else pending[1]
+
+    def write(self, db, pending: PendingOutcome) -> bool | None:
+        if db.in_transaction():
+            # Uncommitted work of this outcome (a suppression, a stale attempt's update) or
+            # the batch's open claim commits with it: write it now.
+            return super().write(db, pending)
+        if self._pending is not None:  # two outcomes without a marker between: write one now
+            self.flush()
+        self._pending = (db, pending)
+        return None
+
+    def flush(self) -> None:
+        if self._pending is not None:
+            db, pending = self._pending
+            self._pending = None
+            super().write(db, pending)
+
+    def settle(self, db, pending: PendingOutcome, tagged: dict) -> bool:
+        written = super().settle(db, pending, tagged)
+        if not written:
+            self.lost.append(pending.message.id)
+        return written
+
+
+def process_batch(ids: list[int], worker: str) -> dict[int, str]:
+    """Handle a batch of distinct wake-ups (more than one); returns what happened to each."""
     results: dict[int, str] = {}
     with session_scope() as db:
-        claim = delivery._cached("claim_many", lambda: delivery._claim_statement(many=True))
+        statement = claim.statement(many=True)
         params = claims.claim_many_params(ids, worker)
         # PostgreSQL: the claim opens the session's transaction, which commits with the first
         # message's first write (its in-flight marker, or its outcome). SQLite: a write lock
         # must not stay open during network I/O, so the claim commits at once.
         merged = autocommit_engine() is not None
         if merged:
-            rows = db.execute(claim, params).all()
+            rows = db.execute(statement, params).all()
         else:
-            rows = delivery.claim_rows(db, claim, params)
+            rows = claim.run(db, statement, params)
             db.commit()
         claimed = {row.id: row for row in rows}
         if not claimed:
@@ -97,54 +133,45 @@ def process_batch(message_ids: list[int]) -> dict[int, str]:
         if unclaimed:  # another session: not_claimed's rollback would drop our open claim
             with session_scope() as other:
                 for message_id in unclaimed:
-                    results[message_id] = delivery.not_claimed(
-                        other, message_id, params.get(claims.CLAIM_NOW))
-        deferred = Deferred()
-        delivery._batch.deferred = deferred
-        delivery._batch.claim_open = merged and bool(claimed)
-        event.listen(db, "after_commit", _claim_committed)
+                    results[message_id] = claim.not_claimed(other, message_id,
+                                                            params.get(claims.CLAIM_NOW))
+        recorder = BatchRecorder(claim_open=merged and bool(claimed))
+        event.listen(db, "after_commit", recorder.claim_committed)
         try:
             queue = sorted(claimed.values(), key=_destination)
             while queue:
                 message = queue.pop(0)
                 try:
-                    results[message.id] = delivery._attempt(db, message, worker)
+                    results[message.id] = attempt.attempt(db, message, worker, recorder)
                 except Exception:  # noqa: BLE001
                     # As for a single message: its claim stays and expires, so it is retried;
                     # the rest of the batch goes on.
                     log.exception("delivery of message %s failed unexpectedly", message.id)
                     db.rollback()
                     results[message.id] = "failed"
-                    if delivery._batch.claim_open:  # the rollback took the claim back
-                        delivery._batch.claim_open = False
-                        queue = _claim_again(db, claim, worker, message.id, queue, results)
-                if delivery._batch.claim_open:  # not committed by a write after all: now
+                    if recorder.claim_open:  # the rollback took the claim back
+                        recorder.claim_open = False
+                        queue = _claim_again(db, statement, worker, message.id, queue, results)
+                if recorder.claim_open:  # not committed by a write after all: now
                     db.commit()
-            delivery._batch.deferred = None
-            deferred.flush()
-            for message_id in deferred.lost:  # its outcome was not written: see settle()
+            recorder.flush()
+            for message_id in recorder.lost:  # its outcome was not written: see settle()
                 results[message_id] = "claim-lost"
         finally:
             # A BaseException (the worker is being killed) writes nothing more, as a real
             # kill would not: the pending outcome is lost and its marker speaks for it; a
             # claim still open is rolled back (nothing of the batch reached DATA yet).
-            delivery._batch.deferred = None
-            delivery._batch.claim_open = False
-            event.remove(db, "after_commit", _claim_committed)
+            event.remove(db, "after_commit", recorder.claim_committed)
     return results
 
 
-def _claim_committed(_session) -> None:
-    """The session committed: the batch's claim (if it was still open) is durable now."""
-    delivery._batch.claim_open = False
-
-
-def _claim_again(db, claim, worker: str, failed_id: int, queue: list, results: dict) -> list:
+def _claim_again(db, statement, worker: str, failed_id: int, queue: list,
+                 results: dict) -> list:
     """An unexpected error in the first message rolled back the batch's open claim: claim
     the failed row again (its claim then expires as a single message's would: no tight
     loop) and the rest, committed at once. Returns the rest still ours, in order."""
-    again = {row.id: row for row in delivery.claim_rows(
-        db, claim, claims.claim_many_params([failed_id] + [m.id for m in queue], worker))}
+    again = {row.id: row for row in claim.run(
+        db, statement, claims.claim_many_params([failed_id] + [m.id for m in queue], worker))}
     for message in queue:
         if message.id not in again:
             results[message.id] = "claimed-elsewhere"
@@ -153,47 +180,3 @@ def _claim_again(db, claim, worker: str, failed_id: int, queue: list, results: d
 
 def _destination(message) -> tuple:
     return message.rcpt_to.rpartition("@")[2].lower(), message.id
-
-
-class Deferred:
-    """At most one message's outcome waiting to be written with the next in-flight marker."""
-
-    def __init__(self):
-        self._db = None
-        self._outcome: delivery.PendingOutcome | None = None
-        self.lost: list[int] = []  # messages whose outcome found their claim taken
-
-    def has_outcome(self) -> bool:
-        return self._outcome is not None
-
-    def defer(self, db, outcome: delivery.PendingOutcome) -> None:
-        if self._outcome is not None:  # two outcomes without a marker between: write one now
-            self.flush()
-        self._db, self._outcome = db, outcome
-
-    def flush(self) -> None:
-        if self._outcome is None:
-            return
-        db, outcome = self._db, self._outcome
-        self._outcome = None
-        self._settle(db, outcome, writes.run(db, outcome.key, [
-            (outcome.build, "hook", True)], outcome.params))
-
-    def _settle(self, db, outcome: delivery.PendingOutcome, tagged: dict) -> None:
-        if not delivery.settle(db, outcome, tagged):
-            self.lost.append(outcome.message.id)
-
-    def write_with_marker(self, db, key: tuple, build, params: dict) -> int:
-        """The marker's statements and the pending outcome's as ONE transaction (on
-        PostgreSQL one statement); returns the marker's Delivery id. Each is guarded on its
-        own message's claim: a lost one writes nothing of its part."""
-        outcome = self._outcome
-        self._outcome = None
-        tagged = writes.run(db, ("with_marker", key, outcome.key),
-                            [(build, "marker", False), (outcome.build, "hook", True)],
-                            {**params, **outcome.params})
-        self._settle(db, outcome, tagged)
-        markers = tagged.get("marker", [])
-        if not markers:  # the previous outcome is written; this message's claim expired
-            raise delivery.ClaimLost("the claim expired before DATA")
-        return markers[0]

@@ -1,0 +1,146 @@
+"""One claimed outgoing message, one delivery attempt: the steps in the order they run.
+
+    stale InFlight marker?  -> held: the outcome of the last attempt is unknown
+    hold_reason?            -> held (suppressed, development mode)
+    unsignable?             -> HardFail
+    prepare                 -> the bytes (first attempt only; later ones resend them)
+    resolve                 -> where it goes (relay, MX hosts); a DNS failure is an outcome
+    send                    -> SMTP, with the InFlight marker committed right before DATA
+    record                  -> decide what the outcome means and write it, with its event
+
+The policy of each step is in ``steps.py``; how the marker and the outcome are written (at
+once, or riding on the next message's marker in a batch) is the ``recorder``'s business.
+
+A worker that dies mid-attempt
+------------------------------
+Right before DATA the worker commits a Delivery row with status ``InFlight`` and stage
+``data``; the outcome completes that row. A worker that dies before writing the outcome leaves
+the message claimed until its claim expires (CLAIM_TIMEOUT_SECONDS; the sweeper then wakes it
+again). The next worker finds the stale ``InFlight`` row and, since the remote server may well
+have accepted the message, does NOT resend: the attempt is recorded as ``Unknown`` and the
+message is ``Held`` for review (no event fires: none of the four means "outcome unknown"). A
+worker that dies before DATA leaves no such row, so the message is simply retried.
+"""
+from __future__ import annotations
+
+import logging
+
+from chalicelib import observability, queues, statuses
+from chalicelib.db.models import Delivery
+from chalicelib.queues import SQS_MAX_DELAY
+from chalicelib.services.delivery import recorder as recording, smtp, steps
+from chalicelib.services.delivery.recorder import ClaimLost, Recorder
+from chalicelib.services.suppressions import entries as suppressions
+
+log = logging.getLogger(__name__)
+
+
+def attempt(db, message, worker: str, recorder: Recorder) -> str:
+    """Run the steps for a message claimed by ``worker``; returns what happened ("Sent",
+    "SoftFail", "HardFail", "held", "unknown" or "claim-lost")."""
+    if message.stale is not None:
+        return resolve_unknown(db, message, message.stale, worker, recorder)
+    hold = steps.hold_reason(message)
+    if hold is not None:
+        return hold_message(db, message, worker, recorder, hold)
+    reason = steps.unsignable(message)
+    if reason is not None:
+        return record(db, message, worker, recorder, smtp.Outcome(smtp.HARD, reason), None)
+    raw = None
+    data = message.sent
+    if data is None:
+        # Prepared once; every attempt sends these same bytes, and GET .../raw shows them.
+        # Written with the InFlight marker (or the outcome).
+        data = raw = steps.prepare(db, message)
+    if not recorder.claim_open:
+        # No transaction (nor SQLite write lock) stays open during network I/O, except a
+        # batch's open claim on PostgreSQL: it commits with this message's first write.
+        db.commit()
+    try:
+        hosts = smtp.targets(message.rcpt_to.rpartition("@")[2])
+    except smtp.TargetError as exc:
+        outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
+        return record(db, message, worker, recorder, outcome, None, raw)
+    in_flight: list[int] = []
+
+    def before_data(host: str) -> None:
+        nonlocal raw
+        in_flight.append(recorder.mark_in_flight(db, message.id, host, raw, worker))
+        raw = None
+
+    try:
+        outcome = smtp.send(hosts, mail_from=steps.return_path(message),
+                            rcpt_to=message.rcpt_to, data=data, before_data=before_data)
+    except ClaimLost:  # the session was closed without DATA; the row is the other's now
+        log.warning("message %s: claim expired before DATA; left to the worker holding it",
+                    message.id)
+        return "claim-lost"
+    return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
+                  raw)
+
+
+def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
+           attempt_id: int | None, raw: bytes | None = None) -> str:
+    """Decide what ``outcome`` means for the message and write it."""
+    decision = steps.decide(message, outcome)
+    if decision.retry_in is not None:
+        queues.enqueue_after_commit(db, queues.DELIVERIES, message.id,
+                                    min(decision.retry_in, SQS_MAX_DELAY))
+    if decision.suppress is not None:
+        suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
+                              origin="hard_fail", details=decision.suppress)
+    values, attempt_row = decision.values, decision.attempt
+    pending = recording.outcome(
+        db, message, worker, values, event=decision.event, attempt=attempt_row,
+        attempt_id=attempt_id, raw=raw,
+        observe=lambda: _observe(message, values["status"], attempt_row, values["attempts"]))
+    return _said(outcome.status, recorder.write(db, pending))
+
+
+def hold_message(db, message, worker: str, recorder: Recorder, hold: steps.Hold) -> str:
+    pending = recording.outcome(
+        db, message, worker, {"status": statuses.HELD, "held": True, "next_attempt_at": None,
+                              "status_details": hold.status_details},
+        event=("MessageHeld", hold.event_details),
+        observe=None if hold.log_reason is None else lambda: _held(message, hold.log_reason))
+    return _said("held", recorder.write(db, pending))
+
+
+def resolve_unknown(db, message, stale_id: int, worker: str, recorder: Recorder) -> str:
+    """The last attempt's worker died after starting DATA: hold instead of resending."""
+    stale = db.get(Delivery, stale_id)
+    stale.status = statuses.UNKNOWN
+    stale.details = ("the worker stopped after starting to transmit the message data to "
+                     f"{stale.host}; the remote server may have accepted it")
+    db.flush()
+    host = stale.host
+    pending = recording.outcome(db, message, worker, {
+        "status": statuses.HELD, "held": True, "next_attempt_at": None,
+        "status_details": ("delivery outcome unknown (a worker stopped after sending the "
+                           "message data); held for review instead of risking a duplicate")},
+        observe=lambda: _held(message, "delivery outcome unknown: the worker stopped after "
+                                       f"sending DATA to {host}"))
+    return _said("unknown", recorder.write(db, pending))
+
+
+def _said(result: str, written: bool | None) -> str:
+    """What a worker reports for an outcome: ``claim-lost`` when it was not recorded."""
+    return "claim-lost" if written is False else result
+
+
+def _observe(message, status: str, attempt: dict, attempts: int) -> None:
+    """The attempt's log line and counter (after its outcome is committed)."""
+    observability.count({statuses.SENT: "sent", statuses.SOFT_FAIL: "deferred"}
+                        .get(status, "failed"))
+    observability.log("delivery.attempt", "info" if status == statuses.SENT else "warning",
+                      message_id=message.id, token=message.token, server_id=message.server_id,
+                      rcpt_to=message.rcpt_to, status=status, attempt=attempts,
+                      host=attempt["host"], code=attempt["code"], stage=attempt["stage"],
+                      tls=attempt["tls"], duration_ms=attempt["duration_ms"],
+                      details=attempt["details"])
+
+
+def _held(message, reason: str) -> None:
+    observability.count("held")
+    observability.log("delivery.held", "warning", message_id=message.id, token=message.token,
+                      server_id=message.server_id, rcpt_to=message.rcpt_to, reason=reason)

@@ -1,0 +1,111 @@
+"""The delivery policy, one decision per step, each a plain function of the claimed message:
+``attempt.py`` runs them in order for every message, alone or in a batch.
+
+1. ``hold_reason``: a message that must not go is held (suppressed recipient, a server
+   switched to Development after submission).
+2. ``prepare``: the bytes, once (tracking, then List-Unsubscribe, then DKIM with the From
+   domain's key); every later attempt resends these same bytes.
+3. ``return_path``: the envelope sender, whose token the bounce handler matches.
+4. ``decide``: what an attempt's outcome means: Sent; SoftFail with the next attempt on the
+   retry schedule; HardFail (refused, or retries exhausted), with the recipient suppressed
+   when the refusal was about the recipient; and the bounce category of every failure.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import NamedTuple
+
+from chalicelib import clock, statuses
+from chalicelib.services.delivery import categories, retry, smtp
+from chalicelib.services.dkim import keys as dkim_keys, signer
+from chalicelib.services.domains import names as domain_names
+from chalicelib.services.suppressions import unsubscribe
+from chalicelib.services.tracking import engagement
+
+SUPPRESSED = "the recipient is on the suppression list"
+DEVELOPMENT = "server in development mode"
+
+
+class Hold(NamedTuple):
+    status_details: str  # on the message
+    event_details: str   # on its MessageHeld event
+    log_reason: str | None  # delivery.held log line; None: not logged
+
+
+def hold_reason(message) -> Hold | None:
+    """Why the claimed message must not be sent now, or None."""
+    if message.suppressed is not None:
+        return Hold(SUPPRESSED, f"{message.rcpt_to} is on the suppression list "
+                                f"({message.suppressed})", SUPPRESSED)
+    if message.server_mode == "Development":  # switched to Development after submission
+        return Hold(DEVELOPMENT, f"{DEVELOPMENT}; not sent", None)
+    return None
+
+
+def unsignable(message) -> str | None:
+    """Why the message can never be signed (its domain or source is gone), or None."""
+    if message.domain_name is None or message.source is None:
+        return ("the sending domain (or the message source) was removed from the server; "
+                "the message cannot be signed")
+    return None
+
+
+def prepare(db, message) -> bytes:
+    """The bytes to send: tracking rewritten, List-Unsubscribe added (before DKIM: the
+    signature must cover both headers), DKIM-signed with the domain's active key."""
+    prepared = engagement.prepare_outgoing(db, message, message.source)
+    if message.unsubscribable:
+        prepared = unsubscribe.add_headers(prepared, message.id)
+    return signer.sign_message(prepared, domain=message.domain_name,
+                               selector=message.dkim_selector,
+                               private_pem=dkim_keys.private_key(message.dkim_key))
+
+
+def return_path(message) -> str:
+    """The envelope sender: the bounce handler matches DSNs by the token in it."""
+    return domain_names.envelope_sender(message.token, message.return_path_domain)
+
+
+class Decision(NamedTuple):
+    values: dict            # the message's new columns
+    event: tuple[str, str]  # (event, details)
+    attempt: dict           # the Delivery row
+    retry_in: float | None  # seconds until the next attempt (SoftFail)
+    suppress: str | None    # suppression details: the recipient was refused for good
+
+
+def decide(message, outcome: smtp.Outcome) -> Decision:
+    now = clock.now()
+    attempts = message.attempts + 1
+    status, details = outcome.status, outcome.details
+    values = {"attempts": attempts, "last_attempt_at": now}
+    attempt_status = status
+    retry_in = suppress = None
+    if status == smtp.SENT:
+        values.update(status=statuses.SENT, sent_at=now, next_attempt_at=None)
+        event = ("MessageSent", details)
+    elif status == smtp.SOFT and (retry_in := retry.delay_seconds(attempts)) is not None:
+        next_at = now + timedelta(seconds=retry_in)
+        values.update(status=statuses.SOFT_FAIL, next_attempt_at=next_at)
+        event = ("MessageDelayed", f"{details}; attempt {attempts} of {retry.max_attempts()}, "
+                                   f"next attempt at {next_at.replace(microsecond=0).isoformat()}Z")
+    else:
+        if status == smtp.SOFT:
+            details = f"retries exhausted after {attempts} attempts; last: {details}"
+            attempt_status = smtp.HARD
+        values.update(status=statuses.HARD_FAIL, next_attempt_at=None)
+        event = ("MessageDeliveryFailed", details)
+        if outcome.recipient_rejected:
+            suppress = f"hard failure: {details}"[:1000]
+    category = None
+    if status != smtp.SENT:
+        # A hard failure with no host tried is the DNS saying the domain takes no mail.
+        category = categories.classify(
+            code=outcome.code, text=outcome.output or details,
+            no_route=outcome.host is None and outcome.recipient_rejected)
+        values["bounce_category"] = category  # kept when a retry is sent
+    values["status_details"] = details
+    attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
+                   code=outcome.code, output=outcome.output, details=details, category=category,
+                   tls=outcome.tls, duration_ms=outcome.duration_ms, created_at=now)
+    return Decision(values, event, attempt, retry_in, suppress)
