@@ -10,10 +10,8 @@ from __future__ import annotations
 import functools
 import json
 
-from chalicelib.api import message_records
-from chalicelib.api.server import inbound as inbound_api
+from chalicelib import statuses
 from chalicelib.services.accounts import permissions
-from chalicelib.services.messages import actions as message_actions
 
 # Where the console asks for it, under /assets/ (console/assets/app.js imports it).
 SEGMENTS = ("generated", "rules.js")
@@ -26,13 +24,13 @@ def tables() -> dict[str, object]:
         "RANK": dict(permissions.RANK),
         # null: instance admins only (no role of an organization is enough).
         "ACTIONS": dict(permissions.ACTIONS),
-        "OUTGOING_STATUSES": list(message_records.OUTGOING_STATUSES),
-        "INCOMING_STATUSES": list(message_records.INCOMING_STATUSES),
+        "OUTGOING_STATUSES": list(statuses.OUTGOING),
+        "INCOMING_STATUSES": list(statuses.INCOMING),
         # Both scopes, once each: the status filter of GET /server/messages.
-        "MESSAGE_STATUSES": list(message_records.STATUSES),
-        "INBOUND_STATUSES": list(inbound_api.STATUSES),
+        "MESSAGE_STATUSES": list(statuses.MESSAGE),
+        "INBOUND_STATUSES": list(statuses.INBOUND),
         # Outgoing messages POST /server/messages/{id}/retry accepts.
-        "RETRYABLE_STATUSES": list(message_actions.RETRYABLE),
+        "RETRYABLE_STATUSES": list(statuses.RETRYABLE),
     }
 
 

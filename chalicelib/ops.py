@@ -38,7 +38,7 @@ SIGNING_KEY_ACTIONS = ("show", "rotate", "activate")
 
 
 def signing_key(action: str) -> dict:
-    """The installation signing key (services/installation_keys.py): ``show`` lists the keys
+    """The installation signing key (services/security/installation_keys.py): ``show`` lists the keys
     to publish, ``rotate`` adds a pending one, ``activate`` makes it sign (the previous one
     retires after DKIM_RETIRING_DAYS)."""
     import json

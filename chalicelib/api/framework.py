@@ -308,7 +308,7 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
     also be a bare JSON array, read as ``{array_field: [...]}``. ``response``: the shape of
     the ``data`` it answers with (chalicelib/shapes; the OpenAPI document describes it).
     ``idempotent``: the route honours an ``Idempotency-Key`` header
-    (services/idempotency.py; server routes only)."""
+    (services/sending/idempotency.py; server routes only)."""
     query_params = tuple(query)
 
     def decorate(fn: Callable) -> Callable:

@@ -8,10 +8,6 @@ from chalicelib.db.models import Delivery, Message, MessageEvent, Suppression
 from chalicelib.shapes import builds
 from chalicelib.shapes import management, messaging as shape
 
-OUTGOING_STATUSES = ("Pending", "Scheduled", "Sent", "SoftFail", "HardFail", "Held", "Bounced",
-                     "Cancelled")
-INCOMING_STATUSES = ("Pending", "Held", "Delivered", "Failed", "Rejected")
-STATUSES = tuple(dict.fromkeys(OUTGOING_STATUSES + INCOMING_STATUSES))
 SCOPES = ("incoming", "outgoing")
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import DateTime, Integer, bindparam, delete, event, func, inspec
     literal_column, select, text
 from sqlalchemy.orm import Session
 
+from chalicelib import statuses
 from chalicelib.db.models.messages import Message, MessageEvent
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter
 
@@ -55,7 +56,7 @@ def as_datetime(value) -> datetime:
 def message_metrics(scope: str, status: str, bounce: bool, held: bool) -> list[str]:
     if scope == "incoming":
         return ["incoming"] + (["bounces"] if bounce else [])
-    return [f"status:{status}"] + (["held"] if held or status == "Held" else [])
+    return [f"status:{status}"] + (["held"] if held or status == statuses.HELD else [])
 
 
 def dims(stream_id: int | None, tag: str | None) -> list[str]:
@@ -71,7 +72,7 @@ def _message_keys(server_id: int, values) -> list[tuple]:
     scope, status, bounce, held, stream_id, tag, created = values
     day = truncate(created, "day")
     return [(server_id, "day", day, m, d)
-            for m in message_metrics(scope or "outgoing", status or "Pending", bool(bounce),
+            for m in message_metrics(scope or "outgoing", status or statuses.PENDING, bool(bounce),
                                      bool(held))
             for d in dims(stream_id, tag)]
 

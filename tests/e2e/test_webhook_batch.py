@@ -1,4 +1,4 @@
-"""Webhook deliveries in batches (services/webhook_batch.py): one claim and one transaction
+"""Webhook deliveries in batches (services/webhooks/batch.py): one claim and one transaction
 for the batch on PostgreSQL, events of one message kept in order, a killed worker leaves
 every row due again."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The console's rules module (/assets/generated/rules.js, chalicelib/console_rules.py) says
-what the service enforces: the permission matrix of services/permissions.py and the status
+what the service enforces: the permission matrix of services/accounts/permissions.py and the status
 vocabularies the API documents. And the console's own modules use it, without import circles."""
 from __future__ import annotations
 

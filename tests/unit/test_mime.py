@@ -766,13 +766,13 @@ def _verify_args(**overrides):
 
 
 def test_cheap_verify_accepts_what_the_parse_back_accepts():
-    from chalicelib.services.mime import _verify, _verify_cheap
+    from chalicelib.services.mime import verify_built, verify_built_cheap
 
     to = [Address(f"u{i}@example.org", f"Ü User {i}") for i in range(30)]
     raw, _ = build(to=to, headers=[("X-A", "b")], **FIXED)
     args = _verify_args(to=to, header_names=["X-A"])
-    assert _verify_cheap(raw, **args) is True
-    _verify(raw, **args)
+    assert verify_built_cheap(raw, **args) is True
+    verify_built(raw, **args)
 
 
 @pytest.mark.parametrize("tamper", [
@@ -783,25 +783,25 @@ def test_cheap_verify_accepts_what_the_parse_back_accepts():
     lambda raw: raw.replace(b"Message-ID: <fixed", b"Message-ID: <other"),
 ])
 def test_cheap_verify_refuses_tampered_output(tamper):
-    from chalicelib.services.mime import _verify, _verify_cheap
+    from chalicelib.services.mime import verify_built, verify_built_cheap
 
     raw, _ = build(**FIXED)
     bad = tamper(raw)
     assert bad != raw
-    for check in (_verify_cheap, _verify):
+    for check in (verify_built_cheap, verify_built):
         with pytest.raises(MessageBuildError):
             check(bad, **_verify_args())
 
 
 def test_cheap_verify_defers_quoted_names_and_odd_lines_to_the_parser():
-    from chalicelib.services.mime import _verify_cheap
+    from chalicelib.services.mime import verify_built_cheap
 
     to = [Address("a@example.org", "Smith, John")]
     raw, _ = build(to=to, **FIXED)
-    assert _verify_cheap(raw, **_verify_args(to=to)) is False
+    assert verify_built_cheap(raw, **_verify_args(to=to)) is False
     raw, _ = build(**FIXED)
     odd = raw.replace(b"Subject: Hello\r\n", b"Subject: Hello\r\nnot a header line\r\n")
-    assert _verify_cheap(odd, **_verify_args()) is False
+    assert verify_built_cheap(odd, **_verify_args()) is False
 
 
 def test_line_ending_fast_path_matches_the_full_rewrite():

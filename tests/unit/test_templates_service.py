@@ -1,4 +1,4 @@
-"""services/templates.py and services/streams.py called directly, on the test database."""
+"""services/sending/templates.py and services/sending/streams.py called directly, on the test database."""
 from __future__ import annotations
 
 import pytest

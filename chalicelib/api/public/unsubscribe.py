@@ -1,7 +1,7 @@
 """One-click unsubscribe (RFC 8058): ``POST /u/{token}`` unsubscribes (a mailbox provider's
 one-click request, or the form below); ``GET /u/{token}`` only shows a confirmation page with
 that form (link scanners GET every link, so a GET must not unsubscribe). Public, no
-credential; the token is HMAC-signed (services/unsubscribe.py). Pages carry no script and a
+credential; the token is HMAC-signed (services/suppressions/unsubscribe.py). Pages carry no script and a
 Content-Security-Policy that allows none."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Request bodies of the messaging surface (SendRequest of the spec). Addresses, headers and
-attachments get their detailed checks in services/mime.py (through the submission service),
+attachments get their detailed checks in services/mime/ (through the submission service),
 so the error names the exact field (``to[2].email``, ``headers.X-Foo``)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from chalicelib.api.schemas import Schema
 
 
 # An Address is "a@b.example", "Name <a@b.example>" or {"email", "name"}; an Attachment is
-# {"name", "content_type", "data_base64"}. Both are checked by services/mime.py, whose errors
+# {"name", "content_type", "data_base64"}. Both are checked by services/mime/, whose errors
 # name the exact field (a pydantic union would report every branch it tried).
 AddressValue = Any
 AttachmentValue = Any

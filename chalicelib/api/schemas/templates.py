@@ -1,5 +1,5 @@
 """Request bodies of the template endpoints (TemplateInput, render preview). Unknown fields
-are ignored. Template sources are checked by services/templates.py."""
+are ignored. Template sources are checked by services/sending/templates.py."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,5 @@
 """Messaging surface: bulk actions on outgoing messages (release, retry, cancel) as
-resumable jobs; the work is done by the bulk worker (services/bulk_actions.py)."""
+resumable jobs; the work is done by the bulk worker (services/messages/bulk.py)."""
 from __future__ import annotations
 
 from chalice import Blueprint

@@ -4,7 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import shapes
+from chalicelib import shapes, statuses
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.db.models import Delivery, Message, Route
@@ -13,7 +13,6 @@ from chalicelib.shapes import messaging as shape
 from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
-STATUSES = ("Queued", "Retrying", "Delivered", "Failed", "Held", "Accepted", "Bounced")
 
 
 @builds(shape.InboundMessage)
@@ -43,7 +42,7 @@ def record(call: Call, message: Message, detail: bool = False) -> dict:
 @endpoint(bp, "/inbound", "GET", auth=SERVER, query=(
     *q.PAGINATION,
     q.string("query", "Text found in the subject, recipient or sender."),
-    q.string("status", "Only messages with this status.", enum=STATUSES),
+    q.string("status", "Only messages with this status.", enum=statuses.INBOUND),
     q.boolean("held", "Only held messages (true) or only messages not held (false)")),
           response=shapes.page("messages", shape.InboundMessage))
 def search_inbound(call: Call):

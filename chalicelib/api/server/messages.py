@@ -7,7 +7,7 @@ from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import or_, select
 
-from chalicelib import errors, shapes
+from chalicelib import errors, shapes, statuses
 from chalicelib.api import message_records as records
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
@@ -56,7 +56,7 @@ def _stream_permalinks(call: Call, stream_ids) -> dict:
 @endpoint(bp, "/messages", "GET", auth=SERVER, query=(
     *q.PAGINATION,
     q.string("scope", "outgoing or incoming.", enum=records.SCOPES),
-    q.string("status", "Only messages with this status.", enum=records.STATUSES),
+    q.string("status", "Only messages with this status.", enum=statuses.MESSAGE),
     q.string("tag", "Only messages with this tag."),
     q.string("stream", "Only messages of the stream with this permalink."),
     q.string("query", "Text found in the subject, recipient or sender."),

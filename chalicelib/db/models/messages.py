@@ -2,7 +2,7 @@
 delivery attempts, the event history, and the suppression list.
 
 A Message row is the truth for its pending work: ``status`` and ``next_attempt_at`` say what
-is due; ``locked_by``/``locked_at`` is a worker's claim (see services/claims.py).
+is due; ``locked_by``/``locked_at`` is a worker's claim (see db/claims.py).
 """
 # No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
@@ -13,7 +13,7 @@ from sqlalchemy import (JSON, Boolean, DateTime, ForeignKey, Index, Integer, Lar
                         Text, UniqueConstraint)
 from sqlalchemy.orm import Mapped, deferred, mapped_column, relationship
 
-from chalicelib import clock
+from chalicelib import clock, statuses
 from chalicelib.db.base import Base, BigId, Timestamps
 
 
@@ -30,7 +30,7 @@ class Stream(Timestamps, Base):
     stream_type: Mapped[str] = mapped_column(String(16), default="transactional", nullable=False)
     description: Mapped[str | None] = mapped_column(Text)
     # Transactional streams carry List-Unsubscribe only when this is on; broadcast streams
-    # always do (services/unsubscribe.py).
+    # always do (services/suppressions/unsubscribe.py).
     list_unsubscribe: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0",
                                                    nullable=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
@@ -108,9 +108,9 @@ class Message(Base):
     # Pending, Scheduled, Sent, SoftFail, HardFail, Held, Bounced, Cancelled (outgoing);
     # Pending, Held, Delivered,
     # Failed, Rejected (incoming)
-    status: Mapped[str] = mapped_column(String(16), default="Pending", nullable=False)
+    status: Mapped[str] = mapped_column(String(16), default=statuses.PENDING, nullable=False)
     status_details: Mapped[str | None] = mapped_column(Text)
-    # The category of the last failed attempt or bounce (services/bounce_categories.py), kept
+    # The category of the last failed attempt or bounce (services/delivery/categories.py), kept
     # after a later success (it says why the message was late); NULL: it never failed.
     bounce_category: Mapped[str | None] = mapped_column(String(32))
     held: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)

@@ -75,7 +75,7 @@ class Server(Timestamps, Base):
     track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     message_retention_days: Mapped[int] = mapped_column(Integer, default=60, nullable=False)
-    # Send limits (services/send_limits.py): messages per hour/day, None = no limit; over the
+    # Send limits (services/sending/limits.py): messages per hour/day, None = no limit; over the
     # limit messages are held ("hold") or refused ("reject").
     send_limit_per_hour: Mapped[int | None] = mapped_column(Integer)
     send_limit_per_day: Mapped[int | None] = mapped_column(Integer)
@@ -91,7 +91,7 @@ class Server(Timestamps, Base):
 
 
 class Domain(Timestamps, Base):
-    """A sending domain. Its DKIM private key is stored encrypted (see services/secretbox.py)."""
+    """A sending domain. Its DKIM private key is stored encrypted (see services/security/secretbox.py)."""
 
     __tablename__ = "domains"
     __table_args__ = (UniqueConstraint("server_id", "name"),)
@@ -110,14 +110,14 @@ class Domain(Timestamps, Base):
     track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     # Custom return path <return_path_host>.<name> CNAME RETURN_PATH_DOMAIN: used as the
-    # envelope sender's domain once verified (services/domain_dns.py).
+    # envelope sender's domain once verified (services/domains/checks.py).
     return_path_host: Mapped[str] = mapped_column(String(63), default="rp", server_default="rp",
                                                   nullable=False)
     return_path_verified_at: Mapped[datetime | None] = mapped_column(DateTime())
     # Optional tracking domain <tracking_host>.<name> CNAME TRACKING_DOMAIN.
     tracking_host: Mapped[str | None] = mapped_column(String(63))
     tracking_verified_at: Mapped[datetime | None] = mapped_column(DateTime())
-    # The last DNS check (services/domain_checks.py): {"records": [...]}.
+    # The last DNS check (services/domains/checks.py): {"records": [...]}.
     dns_check: Mapped[Any | None] = mapped_column(JSON)
     checked_at: Mapped[datetime | None] = mapped_column(DateTime(), index=True)
 
@@ -207,7 +207,7 @@ class AdminApiKey(Timestamps, Base):
 
 
 class ApiRateBucket(Base):
-    """The token bucket of one API key (API_RATE_LIMIT_*, services/throttle.py): tokens left
+    """The token bucket of one API key (API_RATE_LIMIT_*, services/security/throttle.py): tokens left
     as of ``updated_at`` (epoch seconds), and whether the last request was let through."""
 
     __tablename__ = "api_rate_buckets"

@@ -12,7 +12,7 @@ from chalicelib.db.base import Base, BigId
 
 
 class IdempotencyKey(Base):
-    """One Idempotency-Key of a server (services/idempotency.py). Inserted in the request's
+    """One Idempotency-Key of a server (services/sending/idempotency.py). Inserted in the request's
     own transaction before it does anything, completed with the answer in that same
     transaction: a concurrent duplicate waits on the primary key until the first commits
     (then replays the answer) or rolls back (then runs itself)."""
@@ -30,7 +30,7 @@ class IdempotencyKey(Base):
 
 
 class SendLimitCounter(Base):
-    """Messages a server sent in its current hour or day window (services/send_limits.py):
+    """Messages a server sent in its current hour or day window (services/sending/limits.py):
     one row per server and period, reset when a new window starts."""
 
     __tablename__ = "send_limit_counters"
@@ -43,7 +43,7 @@ class SendLimitCounter(Base):
 
 
 class BulkJob(Base):
-    """A bulk action on a server's messages (services/bulk_actions.py), carried out in
+    """A bulk action on a server's messages (services/messages/bulk.py), carried out in
     chunks by the bulk worker. ``cursor`` is the last message id handled: a chunk's actions
     and the cursor commit together, so a worker that dies resumes where the last commit left
     it and no message is acted on twice. Claimed like every other row (claims.py)."""

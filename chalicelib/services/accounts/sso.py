@@ -1,4 +1,4 @@
-"""Single sign-on with OpenID Connect, over the protocol client in ``services/oidc.py``.
+"""Single sign-on with OpenID Connect, over the protocol client in ``services/accounts/oidc.py``.
 
 start: the login's state, nonce and PKCE verifier are kept server-side in an OidcLogin row
 (Lambda keeps nothing between two requests), the state only as a SHA-256 hash, for 10 minutes.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from chalicelib import errors
+from chalicelib import errors, statuses
 from chalicelib.db.models import Message
 from chalicelib.services.inbound import return_path
 from chalicelib.shapes import builds
@@ -130,7 +130,7 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
     bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
     if report["type"] == "hard":
         detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
-        original.status = "Bounced"
+        original.status = statuses.BOUNCED
         original.held = False
         original.next_attempt_at = None
         original.status_details = f"bounced: {detail}" if detail else "bounced"

@@ -16,10 +16,11 @@ import json
 import socket
 import time
 from dataclasses import dataclass
+from chalicelib import statuses
 from chalicelib.config import get_settings
 from chalicelib.services.security import installation_keys, url_safety
 
-DELIVERED, RETRY, FAILED = "Delivered", "Retrying", "Failed"
+DELIVERED, RETRY, FAILED = statuses.DELIVERED, statuses.RETRYING, statuses.FAILED
 USER_AGENT = "email-service-inbound/1"
 MAX_OUTPUT = 2048
 

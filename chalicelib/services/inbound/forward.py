@@ -38,7 +38,7 @@ def _endpoint(db: Session, message: Message) -> dict | None:
 
 
 def _schedule_now(db: Session, message: Message) -> None:
-    message.status = "Queued"
+    message.status = statuses.QUEUED
     message.next_attempt_at = clock.now()
     message.status_details = None
     queues.enqueue_after_commit(db, QUEUE, message.id)
@@ -54,7 +54,7 @@ def bypass(db: Session, message: Message) -> Message:
         message.attempts = 0
         _schedule_now(db, message)
     else:
-        message.status = "Accepted"
+        message.status = statuses.ACCEPTED
         message.status_details = "hold bypassed; the route has no endpoint to deliver to"
     return message
 
@@ -64,7 +64,8 @@ def retry(db: Session, message: Message) -> Message:
     if message.held:
         raise errors.ValidationError(f"message {message.id} is held; bypass it to deliver it",
                                      field="id")
-    if message.status not in ("Failed", "Retrying", "Queued", "Delivered"):
+    if message.status not in (statuses.FAILED, statuses.RETRYING, statuses.QUEUED,
+                              statuses.DELIVERED):
         raise errors.ValidationError(
             f"message {message.id} has status {message.status} and nothing to retry", field="id")
     if not _endpoint(db, message):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, queues
+from chalicelib import clock, errors, queues, statuses
 from chalicelib.db.models import Message
 from chalicelib.services.sending import store as submission_store
 from chalicelib.services.inbound.routes import RouteMatch
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUEUE = queues.INBOUND
-_INITIAL_STATUS = {"endpoint": "Queued", "accept": "Accepted", "hold": "Held",
-                   "bounce": "Bounced"}
+_INITIAL_STATUS = {"endpoint": statuses.QUEUED, "accept": statuses.ACCEPTED,
+                   "hold": statuses.HELD, "bounce": statuses.BOUNCED}
 
 
 def new_token() -> str:
@@ -93,7 +93,7 @@ def receive_many(db: Session, mails: list[Received]) -> list[int]:
         _, message_ids = submission_store.store(db, server_id, now, sub_rows, rows, owner)
         ids.extend(message_ids)
         for message_id, row in zip(message_ids, rows):
-            if row["status"] == "Queued":
+            if row["status"] == statuses.QUEUED:
                 queues.enqueue_after_commit(db, QUEUE, message_id)
     return ids
 
@@ -103,10 +103,10 @@ def _message_row(mail: Received, match: RouteMatch, now) -> dict:
     return dict(server_id=match.server_id, token=new_token(), scope="incoming", bounce=False,
                 rcpt_to=match.address[:255], mail_from=(mail.mail_from or "")[:255],
                 subject=mail.subject, message_id_header=mail.message_id, size=len(mail.raw),
-                route_id=match.route_id, status=status, held=status == "Held",
+                route_id=match.route_id, status=status, held=status == statuses.HELD,
                 status_details="refused to the sender by the route (mode bounce)"
-                if status == "Bounced" else None,
-                next_attempt_at=now if status == "Queued" else None,
+                if status == statuses.BOUNCED else None,
+                next_attempt_at=now if status == statuses.QUEUED else None,
                 created_at=now, updated_at=now)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from chalicelib import observability
+from chalicelib import observability, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Submission
 from chalicelib.services.inbound import receive as inbound
@@ -63,7 +63,7 @@ def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: 
                      token=inbound.new_token(), scope="incoming", bounce=True,
                      rcpt_to=rcpt_to[:255], mail_from=(mail_from or "")[:255],
                      subject=_subject(raw), size=len(raw), original_message_id=original.id,
-                     status="Processed", metadata_json={"dsn": report},
+                     status=statuses.PROCESSED, metadata_json={"dsn": report},
                      bounce_category=report.get("category"))
     db.add(bounce)
     db.flush()

@@ -21,15 +21,16 @@ from collections import Counter
 from sqlalchemy import exists, insert, update
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, queues
+from chalicelib import clock, errors, queues, statuses
 from chalicelib.db import counters
 from chalicelib.db.models import Delivery, Message, MessageEvent, Server
 from chalicelib.db import claims
 
-RETRYABLE = ("Held", "HardFail")
-CANCELLABLE = ("Scheduled", "Pending")
+RETRYABLE = statuses.RETRYABLE
+CANCELLABLE = statuses.CANCELLABLE
 # The statuses each bulk action applies to.
-ACTION_STATUSES = {"release": ("Held",), "retry": ("HardFail",), "cancel": CANCELLABLE}
+ACTION_STATUSES = {"release": (statuses.HELD,), "retry": (statuses.HARD_FAIL,),
+                   "cancel": CANCELLABLE}
 DEVELOPMENT = ("the server is in Development mode, where nothing is delivered; switch it to "
                "Live first")
 
@@ -55,7 +56,7 @@ def transition(db: Session, server_id: int, ids: list[int], statuses: tuple[str,
                        Message.tag, Message.created_at)
             .execution_options(synchronize_session=False)).all()
         for row in rows:
-            before = ("outgoing", status, row.bounce, status == "Held", row.stream_id, row.tag,
+            before = ("outgoing", status, row.bounce, status == statuses.HELD, row.stream_id, row.tag,
                       row.created_at)
             after = ("outgoing", values.get("status", status), row.bounce, row.held,
                      row.stream_id, row.tag, row.created_at)
@@ -69,7 +70,7 @@ def requeue(db: Session, server_id: int, ids: list[int], statuses: tuple[str, ..
             reason: str) -> list[int]:
     """Held/HardFail -> Pending, due now, woken after the commit."""
     moved = transition(db, server_id, ids, statuses, {
-        "status": "Pending", "held": False, "status_details": reason, "attempts": 0,
+        "status": statuses.PENDING, "held": False, "status_details": reason, "attempts": 0,
         "next_attempt_at": clock.now()})
     if moved:
         from chalicelib.db import after_commit
@@ -85,7 +86,7 @@ def not_attempted():
 
 def cancel_ids(db: Session, server_id: int, ids: list[int], reason: str) -> list[int]:
     moved = transition(db, server_id, ids, CANCELLABLE, {
-        "status": "Cancelled", "status_details": reason, "next_attempt_at": None},
+        "status": statuses.CANCELLED, "status_details": reason, "next_attempt_at": None},
         Message.attempts == 0, not_attempted())
     if moved:
         now = clock.now()

@@ -7,7 +7,7 @@ created (ids up to ``max_message_id``: mail sent later is never swept in) and is
 by ``process`` (the bulk queue's worker) in chunks of BULK_CHUNK_SIZE, in id order. Each chunk's
 changes commit together with the job's ``cursor`` and counts, so a worker that dies resumes
 after the last committed chunk, and every change is a conditional UPDATE on the message's
-status (message_actions.transition), so nothing is acted on twice. No request runs into an
+status (``actions.py``), so nothing is acted on twice. No request runs into an
 API Gateway or Lambda timeout however many rows match.
 
 Counts: ``matched`` when the job was created; ``done`` the messages changed; ``failed`` the

@@ -14,7 +14,7 @@ from datetime import timedelta
 from sqlalchemy import and_, delete, exists, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock
+from chalicelib import clock, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import (BulkJob, DkimKey, IdempotencyKey, InstallationKey, Message,
                                   OidcLogin, PasswordResetToken, Server,
@@ -22,7 +22,7 @@ from chalicelib.db.models import (BulkJob, DkimKey, IdempotencyKey, Installation
                                   WebhookRequestLog)
 
 # Statuses with work still due (outgoing, then inbound).
-PENDING_STATUSES = ("Pending", "SoftFail", "Scheduled", "Queued", "Retrying")
+PENDING_STATUSES = statuses.DELIVERABLE + statuses.INBOUND_DUE
 BATCH = 1000
 
 

@@ -40,9 +40,9 @@ from chalicelib.services.mime.base import (
     MessageBuildError,
 )
 from chalicelib.services.mime.build import build_message, decode_attachment
-from chalicelib.services.mime.checks import (  # noqa: F401  (_verify*: the tests call them)
-    _verify,
-    _verify_cheap,
+from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the tests call them)
+    verify_built,
+    verify_built_cheap,
     check_wire_format,
     header_addresses,
     message_size,

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 from email.headerregistry import Address as _HeaderAddress
 
 from chalicelib.services.mime.base import (
-    _ATEXT,
+    ATEXT,
     MAX_DISPLAY_NAME_LENGTH,
     InvalidField,
-    _check_text,
-    _email_validator,
+    check_text,
+    email_validator_module,
 )
-from chalicelib.services.mime.headers import _phrase_chunks
+from chalicelib.services.mime.headers import phrase_chunks
 
 # What parse_address produces: dot-atom local part, ASCII (punycode) DNS domain.
 _ADDR_SPEC_RE = re.compile(
-    rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    rf"[{ATEXT}]+(?:\.[{ATEXT}]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
 )
 # "Display Name <addr>" / "\"Quoted, Name\" <addr>" / "<addr>"
@@ -36,11 +36,11 @@ class Address:
     def __post_init__(self) -> None:
         # Cheap invariants so a hand-made Address cannot smuggle anything into a header;
         # full validation is parse_address's job.
-        _check_text(self.email, "email")
+        check_text(self.email, "email")
         if not _ADDR_SPEC_RE.fullmatch(self.email):
             raise InvalidField("email", "is not a valid ASCII email address")
         if self.name is not None:
-            _check_text(self.name, "name")
+            check_text(self.name, "name")
 
     @property
     def domain(self) -> str:
@@ -50,7 +50,7 @@ class Address:
     def _chunks(self) -> list[str]:
         if not self.name:
             return [self.email]
-        return [*_phrase_chunks(self.name), f"<{self.email}>"]
+        return [*phrase_chunks(self.name), f"<{self.email}>"]
 
     def formatted(self) -> str:
         """The mailbox as it appears in a header: ASCII only, display name quoted or RFC 2047
@@ -70,7 +70,7 @@ def _validate_email(value: str, field: str):
             "is not a valid email address: internationalized (non-ASCII) characters before "
             "the @-sign are not supported",
         )
-    ev = _email_validator()
+    ev = email_validator_module()
     try:
         return ev.validate_email(
             value,
@@ -84,7 +84,7 @@ def _validate_email(value: str, field: str):
 def _clean_name(name: object, field: str) -> str | None:
     if name is None:
         return None
-    _check_text(name, field, " or null")
+    check_text(name, field, " or null")
     name = name.replace("\t", " ").strip()
     if not name:
         return None
@@ -120,7 +120,7 @@ def _parse_address(value: object, field: str) -> Address:
     if isinstance(value, Address):
         value = {"email": value.email, "name": value.name}
     if isinstance(value, str):
-        _check_text(value, field)
+        check_text(value, field)
         if not value.strip():
             raise InvalidField(field, "is required")
         value = value.strip()
@@ -146,7 +146,7 @@ def _parse_address(value: object, field: str) -> Address:
         email = value.get("email")
         if email is None or (isinstance(email, str) and not email.strip()):
             raise InvalidField(email_field, "is required")
-        _check_text(email, email_field)
+        check_text(email, email_field)
         result = _validate_email(email.strip(), email_field)
         name = _clean_name(value.get("name"), f"{field}.name")
         return Address(email=result.ascii_email, name=name)

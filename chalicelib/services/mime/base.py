@@ -26,19 +26,19 @@ MAX_ATTACHMENT_NAME_LENGTH = 255
 MAX_CONTENT_TYPE_LENGTH = 255
 
 # RFC 5322 2.1.1: lines MUST NOT exceed 998 octets (excluding CRLF), SHOULD NOT exceed 78.
-_MAX_LINE = 998
-_SOFT_LINE = 78
+MAX_LINE = 998
+SOFT_LINE = 78
 
 # Anything a parser could treat as a line break or that RFC 5322 forbids in header text:
 # all C0 controls except TAB, DEL, and the extra line boundaries of str.splitlines().
 _FORBIDDEN_TEXT_CHARS = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
-_ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
-_PRINTABLE_ASCII_RE = re.compile(r"[\x20-\x7e\t]*")
-_LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
-_LINE_BREAK_STR_RE = re.compile(r"\r\n|\r|\n")
+ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
+PRINTABLE_ASCII_RE = re.compile(r"[\x20-\x7e\t]*")
+LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
+LINE_BREAK_STR_RE = re.compile(r"\r\n|\r|\n")
 
 
-def _check_text(value: object, field: str, what: str = "") -> str:
+def check_text(value: object, field: str, what: str = "") -> str:
     """``value`` must be a str without CR, LF, NUL or any other control/line-break char."""
     if not isinstance(value, str):
         raise InvalidField(field, f"must be a string{what}")
@@ -51,7 +51,7 @@ def _check_text(value: object, field: str, what: str = "") -> str:
     return value
 
 
-def _email_validator():
+def email_validator_module():
     """email_validator, imported on first use: it compiles many regexes (~20 ms) that a cold
     start serving anything but a send should not pay."""
     import email_validator

@@ -15,24 +15,24 @@ from email.utils import format_datetime
 
 from chalicelib.services.mime.addresses import Address
 from chalicelib.services.mime.base import (
-    _ATEXT,
-    _LINE_BREAK_STR_RE,
-    _PRINTABLE_ASCII_RE,
-    _SOFT_LINE,
+    ATEXT,
+    LINE_BREAK_STR_RE,
+    PRINTABLE_ASCII_RE,
+    SOFT_LINE,
     MAX_ATTACHMENT_NAME_LENGTH,
     InvalidField,
-    _check_text,
-    _email_validator,
+    check_text,
+    email_validator_module,
 )
 from chalicelib.services.mime.checks import (
-    _verify,
-    _verify_cheap,
+    verify_built,
+    verify_built_cheap,
     check_wire_format,
     normalize_line_endings,
 )
-from chalicelib.services.mime.headers import _check_header, _fold, _unstructured_chunks
+from chalicelib.services.mime.headers import check_header, fold, unstructured_chunks
 
-_DOT_ATOM_RE = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*")
+_DOT_ATOM_RE = re.compile(rf"[{ATEXT}]+(?:\.[{ATEXT}]+)*")
 # Body bytes quoted-printable leaves alone (printable ASCII, TAB, line breaks).
 _QP_SAFE_BYTES = bytes(range(32, 127)) + b"\t\n"
 _BASE64_RE = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
@@ -50,7 +50,7 @@ _POLICY = email_policy.SMTP.clone(cte_type="7bit", refold_source="none")
 def _check_attachment_name(name: object, field: str) -> str:
     if name is None or (isinstance(name, str) and not name.strip()):
         raise InvalidField(field, "is required")
-    _check_text(name, field)
+    check_text(name, field)
     name = name.strip()
     if len(name) > MAX_ATTACHMENT_NAME_LENGTH:
         raise InvalidField(field, f"must be at most {MAX_ATTACHMENT_NAME_LENGTH} characters")
@@ -119,7 +119,7 @@ def _body_text(value: object, field: str) -> str | None:
     if not isinstance(value, str):
         raise InvalidField(field, "must be a string")
     # CRLF, bare CR and bare LF all become one line break; the email package writes CRLF.
-    return _LINE_BREAK_STR_RE.sub("\n", value)
+    return LINE_BREAK_STR_RE.sub("\n", value)
 
 
 def _choose_cte(text: str, force_base64: bool) -> str:
@@ -129,8 +129,8 @@ def _choose_cte(text: str, force_base64: bool) -> str:
     lines = data.split(b"\n")
     if (
         data.isascii()
-        and all(len(line) <= _SOFT_LINE for line in lines)
-        and _PRINTABLE_ASCII_RE.fullmatch(text.replace("\n", ""))
+        and all(len(line) <= SOFT_LINE for line in lines)
+        and PRINTABLE_ASCII_RE.fullmatch(text.replace("\n", ""))
         and b"." not in lines
     ):
         return "7bit"
@@ -167,7 +167,7 @@ def _address_header(name: str, addresses: list[Address]) -> str:
         if index < len(addresses) - 1:
             mailbox[-1] += ","
         chunks.extend(mailbox)
-    return _fold(name, chunks)
+    return fold(name, chunks)
 
 
 def _message_id_domain(domain: object) -> str:
@@ -175,8 +175,8 @@ def _message_id_domain(domain: object) -> str:
         return _ID_DOMAINS[domain]
     if not isinstance(domain, str) or not domain:
         raise InvalidField("message_id_domain", "is required")
-    _check_text(domain, "message_id_domain")
-    ev = _email_validator()
+    check_text(domain, "message_id_domain")
+    ev = email_validator_module()
     try:
         ascii_domain = ev.validate_email(f"postmaster@{domain}",
                                          check_deliverability=False).ascii_domain
@@ -234,7 +234,7 @@ def build_message(
     cc = _check_address_list(cc, "cc")
     reply_to = _check_address_list(reply_to, "reply_to")
     if subject is not None:
-        _check_text(subject, "subject")
+        check_text(subject, "subject")
     text = _body_text(text_body, "text_body")
     html = _body_text(html_body, "html_body")
     if text is None and html is None:
@@ -248,7 +248,7 @@ def build_message(
     for pair in headers:
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise InvalidField("headers", "must be a list of (name, value) pairs")
-        name, value = _check_header(pair[0], pair[1], "headers")
+        name, value = check_header(pair[0], pair[1], "headers")
         if name.lower() in seen:
             raise InvalidField(f"headers.{name}", "is given more than once")
         seen.add(name.lower())
@@ -286,12 +286,12 @@ def build_message(
         if cc:
             msg.set_raw("Cc", _address_header("Cc", cc))
         if subject is not None:
-            chunks = _unstructured_chunks("Subject", subject, raw_ascii=False)
-            msg.set_raw("Subject", _fold("Subject", chunks))
+            chunks = unstructured_chunks("Subject", subject, raw_ascii=False)
+            msg.set_raw("Subject", fold("Subject", chunks))
         msg["Message-ID"] = f"<{mid}>"
         msg["MIME-Version"] = "1.0"
         for name, value in checked_headers:
-            msg.set_raw(name, _fold(name, _unstructured_chunks(name, value, raw_ascii=True)))
+            msg.set_raw(name, fold(name, unstructured_chunks(name, value, raw_ascii=True)))
 
         bodies = [(content, subtype) for content, subtype in ((text, "plain"), (html, "html"))
                   if content is not None]
@@ -321,7 +321,7 @@ def build_message(
     # One body part and no attachment (the common transactional mail): write the bytes the
     # email package would write, without its header objects (tests prove them identical).
     single = not checked_attachments and (text is None) != (html is None)
-    if single and _FAST_SINGLE_PART and len(f"Message-ID: <{mid}>") <= _SOFT_LINE:
+    if single and _FAST_SINGLE_PART and len(f"Message-ID: <{mid}>") <= SOFT_LINE:
         content, subtype = (text, "plain") if text is not None else (html, "html")
         head = _single_part_head(date, from_, reply_to, to, cc, subject, mid, checked_headers)
 
@@ -336,8 +336,8 @@ def build_message(
     check_wire_format(raw)
     verify = dict(from_=from_, to=to, cc=cc, reply_to=reply_to, subject=subject,
                   header_names=[name for name, _ in checked_headers], message_id=mid)
-    if not _verify_cheap(raw, **verify):
-        _verify(raw, **verify)
+    if not verify_built_cheap(raw, **verify):
+        verify_built(raw, **verify)
     return raw, mid
 
 
@@ -352,10 +352,10 @@ def _single_part_head(date, from_, reply_to, to, cc, subject, mid, headers) -> b
         if addresses:
             lines.append(f"{name}: {_address_header(name, addresses)}")
     if subject is not None:
-        lines.append(f"Subject: {_fold('Subject', _unstructured_chunks('Subject', subject, raw_ascii=False))}")
+        lines.append(f"Subject: {fold('Subject', unstructured_chunks('Subject', subject, raw_ascii=False))}")
     lines += [f"Message-ID: <{mid}>", "MIME-Version: 1.0"]
     for name, value in headers:
-        lines.append(f"{name}: {_fold(name, _unstructured_chunks(name, value, raw_ascii=True))}")
+        lines.append(f"{name}: {fold(name, unstructured_chunks(name, value, raw_ascii=True))}")
     return "\r\n".join(lines).encode("ascii") + b"\r\n"
 
 

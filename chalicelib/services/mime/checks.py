@@ -7,13 +7,13 @@ from email import policy as email_policy
 
 from chalicelib.services.mime.addresses import Address, parse_address
 from chalicelib.services.mime.base import (
-    _ATEXT,
-    _LINE_BREAK_RE,
-    _LINE_BREAK_STR_RE,
-    _MAX_LINE,
+    ATEXT,
+    LINE_BREAK_RE,
+    LINE_BREAK_STR_RE,
+    MAX_LINE,
     InvalidField,
     MessageBuildError,
-    _email_validator,
+    email_validator_module,
 )
 
 
@@ -24,7 +24,7 @@ def normalize_line_endings(data: bytes) -> bytes:
     client dot-stuffs; the ``\\n.\\n`` / ``\\r.\\r`` / ``\\n.\\r\\n`` smuggling variants
     cannot exist."""
     if isinstance(data, str):
-        return _LINE_BREAK_STR_RE.sub("\r\n", data)
+        return LINE_BREAK_STR_RE.sub("\r\n", data)
     if isinstance(data, (bytearray, memoryview)):
         data = bytes(data)
     if not isinstance(data, bytes):
@@ -34,7 +34,7 @@ def normalize_line_endings(data: bytes) -> bytes:
     crlf = data.count(b"\r\n")
     if data.count(b"\r") == crlf and data.count(b"\n") == crlf:
         return data
-    return _LINE_BREAK_RE.sub(b"\r\n", data)
+    return LINE_BREAK_RE.sub(b"\r\n", data)
 
 
 def check_wire_format(raw: bytes) -> None:
@@ -48,7 +48,7 @@ def check_wire_format(raw: bytes) -> None:
     if normalize_line_endings(raw) != raw:
         raise MessageBuildError("message contains a bare CR or LF")
     lines = raw.split(b"\r\n")
-    if max(len(line) for line in lines) > _MAX_LINE:
+    if max(len(line) for line in lines) > MAX_LINE:
         raise MessageBuildError("message contains a line longer than 998 octets")
     if b"." in lines:
         raise MessageBuildError("message contains a line holding a single dot")
@@ -60,12 +60,12 @@ def message_size(raw: bytes) -> int:
 
 
 _HEADER_LINE_RE = re.compile(rb"([\x21-\x39\x3b-\x7e]+):(.*)", re.S)
-_ATOM_RE = re.compile(rf"[{_ATEXT}]+")
+_ATOM_RE = re.compile(rf"[{ATEXT}]+")
 
 
-def _verify_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_names,
+def verify_built_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_names,
                   message_id) -> bool:
-    """The checks of _verify with bytes operations, for output whose address headers are
+    """The checks of verify_built with bytes operations, for output whose address headers are
     unambiguous by construction (display names of atoms or encoded-words only, which are
     atoms too). Returns False when the full parse-back is needed; raises
     MessageBuildError when a check fails. Runs after check_wire_format (CRLF only, ASCII)."""
@@ -108,7 +108,7 @@ def _verify_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_names,
     return True
 
 
-def _verify(raw: bytes, *, from_, to, cc, reply_to, subject, header_names, message_id) -> None:
+def verify_built(raw: bytes, *, from_, to, cc, reply_to, subject, header_names, message_id) -> None:
     """Parse the output back and check nothing was added, lost or split."""
     from email.parser import BytesParser  # the parser is not loaded at cold start
 
@@ -179,8 +179,8 @@ def _check_mailbox(parsed, raw_value, header: str, field: str) -> Address:
         raise InvalidField(field, f"the {header} header {exc.message}") from None
     # Cross-check with a second, independent parser of the raw header text: if email_validator
     # reads a different address out of it, the header is ambiguous and must not be trusted.
-    unfolded = _LINE_BREAK_STR_RE.sub("", str(raw_value)).strip()
-    ev = _email_validator()
+    unfolded = LINE_BREAK_STR_RE.sub("", str(raw_value)).strip()
+    ev = email_validator_module()
     try:
         second = ev.validate_email(
             unfolded, check_deliverability=False, allow_smtputf8=False, allow_display_name=True

@@ -9,14 +9,14 @@ from email import base64mime, quoprimime
 from email.utils import quote
 
 from chalicelib.services.mime.base import (
-    _ATEXT,
-    _MAX_LINE,
-    _PRINTABLE_ASCII_RE,
-    _SOFT_LINE,
+    ATEXT,
+    MAX_LINE,
+    PRINTABLE_ASCII_RE,
+    SOFT_LINE,
     MAX_HEADER_NAME_LENGTH,
     MAX_HEADER_VALUE_LENGTH,
     InvalidField,
-    _check_text,
+    check_text,
 )
 
 #: Headers the service writes itself (lower-case). Refused in ``headers`` whatever their case.
@@ -62,7 +62,7 @@ OWNED_HEADER_PREFIXES: tuple[str, ...] = ("content-", "resent-", "arc-", "x-serv
 _MAX_ENCODED_WORD = 75
 _EW_OVERHEAD = len("=?utf-8?b??=")
 _FIELD_NAME_RE = re.compile(r"[\x21-\x39\x3b-\x7e]+")  # RFC 5322 ftext: 33..126 except ':'
-_ATOM_PHRASE_RE = re.compile(rf"[{_ATEXT}]+(?: [{_ATEXT}]+)*")
+_ATOM_PHRASE_RE = re.compile(rf"[{ATEXT}]+(?: [{ATEXT}]+)*")
 # Q-encoding characters that are safe even inside a phrase (RFC 2047 5(3)) -- the set that
 # email.quoprimime.header_encode leaves alone; everything else costs 3 characters (=XX).
 _Q_SAFE_BYTES = frozenset(b"-!*+/ abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -104,7 +104,7 @@ def _b_len(nbytes: int) -> int:
     return 4 * ((nbytes + 2) // 3)
 
 
-def _fold(name: str, chunks: list[str]) -> str:
+def fold(name: str, chunks: list[str]) -> str:
     """Join ``chunks`` with single spaces, replacing a space with CRLF + space wherever the line
     would otherwise exceed 78 characters. Returns the value for ``Message.set_raw`` (without
     ``"Name: "``). Unfolding (deleting each CRLF) gives back ``" ".join(chunks)``. Empty chunks
@@ -116,7 +116,7 @@ def _fold(name: str, chunks: list[str]) -> str:
         if index == 0:
             current = chunk
             continue
-        if chunk and used + len(current) + 1 + len(chunk) > _SOFT_LINE and current.strip():
+        if chunk and used + len(current) + 1 + len(chunk) > SOFT_LINE and current.strip():
             lines.append(current)
             current = " " + chunk
             used = 0
@@ -126,27 +126,27 @@ def _fold(name: str, chunks: list[str]) -> str:
     return "\r\n".join(lines)
 
 
-def _phrase_chunks(name: str) -> list[str]:
+def phrase_chunks(name: str) -> list[str]:
     """A display name as foldable header chunks: plain atoms, a quoted-string, or (non-ASCII,
     long, or anything that looks like an encoded-word) RFC 2047 encoded-words."""
     if name.isascii() and "=?" not in name:
         if _ATOM_PHRASE_RE.fullmatch(name):
             return name.split(" ")
         quoted = '"' + quote(name) + '"'
-        if len(quoted) <= _SOFT_LINE - 2:
+        if len(quoted) <= SOFT_LINE - 2:
             return [quoted]
     return _encoded_words(name)
 
 
-def _unstructured_chunks(name: str, value: str, *, raw_ascii: bool) -> list[str]:
+def unstructured_chunks(name: str, value: str, *, raw_ascii: bool) -> list[str]:
     """An unstructured header value (Subject, custom header) as foldable chunks. Printable
     ASCII is written as is and folded at spaces; anything else (or a word too long for a
     998-octet line) becomes encoded-words. With ``raw_ascii`` (custom headers, whose words
-    were length-checked by _check_header) ASCII that looks like an encoded-word is kept
+    were length-checked by check_header) ASCII that looks like an encoded-word is kept
     verbatim."""
-    if value.isascii() and _PRINTABLE_ASCII_RE.fullmatch(value) and value == value.strip():
+    if value.isascii() and PRINTABLE_ASCII_RE.fullmatch(value) and value == value.strip():
         words = value.split(" ")
-        fits = max(len(word) for word in words) <= _MAX_LINE - len(name) - 2
+        fits = max(len(word) for word in words) <= MAX_LINE - len(name) - 2
         if raw_ascii or ("=?" not in value and fits):
             return words
     return _encoded_words(value)
@@ -158,7 +158,7 @@ def is_owned_header(name: str) -> bool:
     return lowered in OWNED_HEADERS or lowered.startswith(OWNED_HEADER_PREFIXES)
 
 
-def _check_header(name: object, value: object, field: str) -> tuple[str, str]:
+def check_header(name: object, value: object, field: str) -> tuple[str, str]:
     if not isinstance(name, str) or not name:
         raise InvalidField(field, "header names must be non-empty strings")
     item = f"{field}.{name}"
@@ -174,14 +174,14 @@ def _check_header(name: object, value: object, field: str) -> tuple[str, str]:
         )
     if is_owned_header(name):
         raise InvalidField(item, "is set by the service and cannot be given as a custom header")
-    _check_text(value, item)
+    check_text(value, item)
     value = value.strip()
     if len(value) > MAX_HEADER_VALUE_LENGTH:
         raise InvalidField(
             item, f"header values must be at most {MAX_HEADER_VALUE_LENGTH} characters"
         )
     longest = max((len(word) for word in value.split(" ")), default=0)
-    if value.isascii() and len(name) + 2 + longest > _MAX_LINE:
+    if value.isascii() and len(name) + 2 + longest > MAX_LINE:
         raise InvalidField(item, "contains a word too long to fold into a 998-character line")
     return name, value
 
@@ -198,7 +198,7 @@ def validate_custom_headers(headers: object, field: str = "headers") -> list[tup
     result: list[tuple[str, str]] = []
     seen: set[str] = set()
     for name, value in headers.items():
-        name, value = _check_header(name, value, field)
+        name, value = check_header(name, value, field)
         if name.lower() in seen:
             raise InvalidField(
                 f"{field}.{name}", "is given more than once (header names are case-insensitive)"

@@ -1,14 +1,14 @@
 """Message streams: a server's traffic classes (transactional or broadcast).
 
 Every server is created with a default transactional stream ``outbound``
-(services/organizations.py). A send names a stream by permalink; the submission service
+(services/organizations/organizations.py). A send names a stream by permalink; the submission service
 resolves it (absent: the default stream; unknown or archived: ValidationError on ``stream``).
 ``stream_type`` is fixed at creation: moving a stream between classes would mix the traffic
 already counted under one class into the other in stats.
 
 ``list_unsubscribe``: broadcast streams always carry List-Unsubscribe (RFC 8058; the large
 mailbox providers require it of bulk mail), so it cannot be turned off there; a transactional
-stream carries it only when the tenant turns it on (services/unsubscribe.py).
+stream carries it only when the tenant turns it on (services/suppressions/unsubscribe.py).
 """
 from __future__ import annotations
 

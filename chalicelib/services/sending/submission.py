@@ -23,7 +23,7 @@ from email.utils import format_datetime
 from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors, observability, queues
+from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.db import after_commit
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
@@ -34,8 +34,6 @@ from chalicelib.services.sending import limits, store as submission_store
 from chalicelib.services.suppressions import entries as suppressions
 from chalicelib.services.tracking import engagement
 
-PENDING, SENT, SOFT_FAIL, HARD_FAIL, HELD = "Pending", "Sent", "SoftFail", "HardFail", "Held"
-SCHEDULED = "Scheduled"
 MAX_RECIPIENTS = 1000
 MAX_TAG = 255
 MAX_SCHEDULE_DAYS = 30
@@ -429,25 +427,25 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
         subject = p.subject[:998] if p.subject else p.subject
         for rcpt in p.recipients:
             if suppressions.held(held, rcpt, p.stream.id if p.stream else None):
-                status, details = HELD, SUPPRESSED_DETAILS
+                status, details = statuses.HELD, SUPPRESSED_DETAILS
             elif development:
-                status, details = HELD, DEVELOPMENT_DETAILS
+                status, details = statuses.HELD, DEVELOPMENT_DETAILS
             elif budget is not None and budget <= 0:
-                status, details = HELD, limits.HELD_DETAILS.format(
+                status, details = statuses.HELD, limits.HELD_DETAILS.format(
                     period=admission.period, limit=admission.limit)
             else:
                 if budget is not None:
                     budget -= 1
-                status, details = (SCHEDULED, None) if p.send_at else (PENDING, None)
+                status, details = (statuses.SCHEDULED, None) if p.send_at else (statuses.PENDING, None)
             owner.append(len(sub_rows) - 1)
             rows.append(dict(
                 server_id=server.id, token=new_token(), scope="outgoing",
                 rcpt_to=rcpt, mail_from=p.mail_from, subject=subject,
                 message_id_header=p.message_id_header, tag=p.tag, metadata=p.metadata,
                 stream_id=p.stream.id if p.stream else None, domain_id=p.domain.id,
-                size=len(p.raw), status=status, held=status == HELD, status_details=details,
+                size=len(p.raw), status=status, held=status == statuses.HELD, status_details=details,
                 track_opens=opens, track_clicks=clicks, bounce=False,
-                next_attempt_at=None if status == HELD else (p.send_at or now),
+                next_attempt_at=None if status == statuses.HELD else (p.send_at or now),
                 created_at=now, updated_at=now))
     results: list = [limits.exceeded(admission) if index in refused else None
                      for index in range(len(prepared))]
@@ -483,7 +481,7 @@ def _observe_accepted(server_id: int, source: str, results: list) -> None:
         if not isinstance(result, dict):  # an entry refused by the send limit
             continue
         recipients = result["recipients"]
-        held = sum(1 for r in recipients if r["status"] == HELD)
+        held = sum(1 for r in recipients if r["status"] == statuses.HELD)
         observability.count("accepted", len(recipients))
         observability.count("held", held)
         observability.log("submission.accepted", submission_id=result["message_id"],

@@ -1,7 +1,7 @@
 """Stored message templates: CRUD, archive, render preview, and rendering for sends.
 
 Each of subject, html_body and text_body is a template of the safe Mustache subset
-(services/templating.py). Every part is validated when it is saved, so a template that does
+(services/sending/templating.py). Every part is validated when it is saved, so a template that does
 not parse is refused with the line and column of the problem and never reaches a send.
 
 Archived templates stay readable (show, list with ``include_archived``) but cannot be edited,

@@ -2,7 +2,7 @@
 
 Which messages: every message of a broadcast stream, and those of a transactional stream
 whose ``list_unsubscribe`` is on (the tenant asks for it). The delivery worker adds, before
-DKIM signing (both fields are in dkim_signing's signed and oversigned sets)::
+DKIM signing (both fields are in dkim/signer.py's signed and oversigned sets)::
 
     List-Unsubscribe: <{PUBLIC_URL}/u/{token}>,
      <mailto:u-{token}@{RETURN_PATH_DOMAIN}?subject=unsubscribe>
@@ -21,55 +21,24 @@ never unsubscribe anyone.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import re
 
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
 from chalicelib.db.models import Message
+from chalicelib.services.security import signed_ids
 
 POST_VALUE = "List-Unsubscribe=One-Click"
 MAILTO_PREFIX = "u-"
-_TOKEN = re.compile(r"^([1-9][0-9]{0,18})\.([A-Za-z0-9_-]{22})$")
-_keys: dict[str, bytes] = {}
-
-
-def _key() -> bytes:
-    path = get_settings().signing_key_path
-    key = _keys.get(path)
-    if key is None:
-        from cryptography.hazmat.primitives import serialization  # not at cold start
-
-        from chalicelib.services.security import keys
-
-        der = keys.signing_key().private_bytes(serialization.Encoding.DER,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption())
-        key = _keys[path] = hmac.new(der, b"email-service/unsubscribe/v1",
-                                     hashlib.sha256).digest()
-    return key
-
-
-def _signature(message_id: int) -> str:
-    digest = hmac.new(_key(), f"unsubscribe:{message_id}".encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+TOKENS = signed_ids.SignedIds("unsubscribe", "email-service/unsubscribe/v1")
 
 
 def token(message_id: int) -> str:
-    return f"{message_id}.{_signature(message_id)}"
+    return TOKENS.token(message_id)
 
 
 def message_id_from_token(value: str) -> int | None:
-    match = _TOKEN.match(value or "")
-    if not match:
-        return None
-    message_id = int(match.group(1))
-    if not hmac.compare_digest(match.group(2), _signature(message_id)):
-        return None
-    return message_id
+    return TOKENS.verify(value)
 
 
 def url(message_id: int) -> str:

@@ -16,9 +16,6 @@ parts are rewritten; the plain-text part never is.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import re
 import secrets
 
@@ -28,14 +25,13 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import ClickEvent, Message, OpenEvent, TrackedLink
-from chalicelib.services.security import keys
+from chalicelib.services.security import signed_ids
 from chalicelib.services.tracking import detect
 
 CONTROL_HEADER = "X-Track"
 OVERRIDES = {"none": (False, False), "opens": (True, False), "clicks": (False, True),
              "all": (True, True)}
 _LINK_TOKEN = re.compile(r"^[A-Za-z0-9_-]{32}$")
-_OPEN_TOKEN = re.compile(r"^([1-9][0-9]{0,18})\.([A-Za-z0-9_-]{22})$")
 
 
 # --- switches ------------------------------------------------------------------------------
@@ -97,40 +93,16 @@ def strip_header(raw: bytes, name: str = CONTROL_HEADER) -> bytes:
 
 # --- tokens --------------------------------------------------------------------------------
 
-_open_keys: dict[str, bytes] = {}
-
-
-def _open_key() -> bytes:
-    path = get_settings().signing_key_path
-    key = _open_keys.get(path)
-    if key is None:
-        from cryptography.hazmat.primitives import serialization  # not at cold start
-
-        der = keys.signing_key().private_bytes(serialization.Encoding.DER,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption())
-        key = _open_keys[path] = hmac.new(der, b"email-service/tracking-open/v1",
-                                          hashlib.sha256).digest()
-    return key
-
-
-def _open_signature(message_id: int) -> str:
-    digest = hmac.new(_open_key(), f"open:{message_id}".encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest[:16]).rstrip(b"=").decode()
+# Opens are counted by message: the pixel's token is the message id, signed.
+OPEN_TOKENS = signed_ids.SignedIds("open", "email-service/tracking-open/v1")
 
 
 def open_token(message_id: int) -> str:
-    return f"{message_id}.{_open_signature(message_id)}"
+    return OPEN_TOKENS.token(message_id)
 
 
 def message_id_from_open_token(token: str) -> int | None:
-    match = _OPEN_TOKEN.match(token or "")
-    if not match:
-        return None
-    message_id = int(match.group(1))
-    if not hmac.compare_digest(match.group(2), _open_signature(message_id)):
-        return None
-    return message_id
+    return OPEN_TOKENS.verify(token)
 
 
 def new_link_token() -> str:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import BigInteger, cast, func, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors
+from chalicelib import clock, errors, statuses
 from chalicelib.db import counters
 from chalicelib.db.models import (ClickEvent, Delivery, Message, MessageEvent, OpenEvent,
                                   StatCounter, Stream)
@@ -126,8 +126,8 @@ def summary(db: Session, server_id: int, start: datetime | None = None,
                    Message.created_at < end, Message.bounce_category.is_not(None))
     for stream_id, bounce, category, n in db.execute(
             select(Message.stream_id, Message.bounce, Message.bounce_category, func.count())
-            .where(*categorised, Message.status.in_(("SoftFail", "HardFail", "Bounced",
-                                                     "Processed")))
+            .where(*categorised, Message.status.in_((statuses.SOFT_FAIL, statuses.HARD_FAIL,
+                                                     statuses.BOUNCED, statuses.PROCESSED)))
             .group_by(Message.stream_id, Message.bounce, Message.bounce_category)):
         # a stored report has no stream of its own: counted for the server only
         for dim in [""] if bounce else counters.dims(stream_id, None):

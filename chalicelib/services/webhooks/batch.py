@@ -1,5 +1,5 @@
 """A batch of webhook wake-ups (an SQS batch of up to 10, or the local queue's) delivered
-together around the single-row steps of ``webhook_delivery``.
+together around the single-row steps of ``deliver.py``.
 
 On PostgreSQL the batch's rows are claimed with ONE ``SELECT ... FOR UPDATE SKIP LOCKED``
 and the attempts' outcomes (rows deleted or rescheduled, log rows) are written together at
@@ -19,7 +19,7 @@ outcomes so far are committed and the rest of the batch is claimed again (SKIP L
 another worker took meanwhile is left to it).
 
 Elsewhere (SQLite, where an open transaction holds the database's write lock) each row goes
-through ``webhook_delivery.process``.
+through ``deliver.process``.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from chalicelib import clock, queues
 from chalicelib.config import get_settings
 from chalicelib.db import get_engine
 from chalicelib.services.webhooks import deliver as single
-from chalicelib.services.webhooks.deliver import _HOOK, _HOOK_COLUMNS, _JOB_COLUMNS, _LOG, _REQ
+from chalicelib.services.webhooks.deliver import HOOK, HOOK_COLUMNS, JOB_COLUMNS, LOG, REQ
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +64,16 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
     now = clock.now()
     expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
     rows = conn.execute(
-        select(_REQ.c.id, _REQ.c.message_id, *_JOB_COLUMNS, *_HOOK_COLUMNS)
-        .join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
-        .where(_REQ.c.id.in_(ids), _REQ.c.next_attempt_at <= now,
-               (_REQ.c.locked_at.is_(None)) | (_REQ.c.locked_at < expiry),
-               _HOOK.c.enabled.is_(True))
-        .order_by(_REQ.c.id).with_for_update(of=_REQ, skip_locked=True)).all()
+        select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
+        .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+        .where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
+               (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
+               HOOK.c.enabled.is_(True))
+        .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True)).all()
     found = {row.id for row in rows}
     for row_id in ids:
         if row_id not in found and row_id not in results:
-            results[row_id] = single._not_claimed(conn, row_id, now, True, settings)
+            results[row_id] = single.not_claimed(conn, row_id, now, True, settings)
     started = time.perf_counter()
     failed: dict[tuple, object] = {}   # (webhook, message) -> its next attempt time
     last_used: dict[int, object] = {}  # webhook -> last_used_at as this batch left it
@@ -85,15 +85,15 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
         key = (row.webhook_id, row.message_id)
         if row.message_id is not None and key in failed:
             next_at = failed[key]
-            conn.execute(update(_REQ).where(_REQ.c.id == row.id)
+            conn.execute(update(REQ).where(REQ.c.id == row.id)
                          .values(next_attempt_at=next_at))
             wakeups.append((row.id, (next_at - now).total_seconds()))
             results[row.id] = "after-earlier-event"
             continue
-        job = single._Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
+        job = single.Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
                           row.attempts + 1, row.url, row.sign, row.headers_encrypted,
                           last_used.get(row.webhook_id, row.last_used_at))
-        outcome = single._attempt_job(job, settings)
+        outcome = single.attempt_job(job, settings)
         result, delay = writes.add(row.id, job, outcome, settings)
         results[row.id] = result
         if outcome.success:
@@ -135,16 +135,16 @@ class _Writes:
 
     def flush(self, conn) -> None:
         if self.deleted:
-            conn.execute(delete(_REQ).where(_REQ.c.id.in_(self.deleted)))
+            conn.execute(delete(REQ).where(REQ.c.id.in_(self.deleted)))
         for row_id, values in self.retried:
-            conn.execute(update(_REQ).where(_REQ.c.id == row_id).values(**values))
+            conn.execute(update(REQ).where(REQ.c.id == row_id).values(**values))
         if self.logs:
-            conn.execute(insert(_LOG).values(self.logs))
+            conn.execute(insert(LOG).values(self.logs))
         for webhook_id, at in self.touched.items():
-            conn.execute(update(_HOOK).where(_HOOK.c.id == webhook_id).values(last_used_at=at))
+            conn.execute(update(HOOK).where(HOOK.c.id == webhook_id).values(last_used_at=at))
         self.__init__()
 
 
 def _stale(job, now) -> bool:
-    """Whether _record just wrote last_used_at (see webhook_delivery.LAST_USED_RESOLUTION)."""
+    """Whether _record just wrote last_used_at (see deliver.LAST_USED_RESOLUTION)."""
     return job.last_used_at is None or now - job.last_used_at > single.LAST_USED_RESOLUTION

@@ -60,7 +60,7 @@ def build_headers(event: str, uuid: str, body: bytes, sign: bool,
     headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT,
                     "X-Service-Event": event, "X-Service-UUID": uuid})
     if sign:
-        # The current installation key (services/installation_keys.py: rotatable; during an
+        # The current installation key (services/security/installation_keys.py: rotatable; during an
         # overlap the receiver can tell which public key to verify with).
         key_id, headers["X-Service-Signature"] = installation_keys.sign(body)
         headers["X-Service-Signature-Key"] = key_id
@@ -151,7 +151,7 @@ def _read_excerpt(response, deadline: float) -> str:
 
 
 @dataclass
-class _Job:
+class Job:
     """What a claimed row needs for its attempt, read inside the claim transaction."""
 
     webhook_id: int
@@ -166,12 +166,12 @@ class _Job:
     last_used_at: object
 
 
-_REQ = WebhookRequest.__table__
-_HOOK = Webhook.__table__
-_LOG = WebhookRequestLog.__table__
+REQ = WebhookRequest.__table__
+HOOK = Webhook.__table__
+LOG = WebhookRequestLog.__table__
 # Only a row of an enabled webhook is claimed: disabling drops pending rows, and this closes
 # the race with a fan-out that committed a row just after.
-_HOOK_ENABLED = exists().where(_HOOK.c.id == _REQ.c.webhook_id, _HOOK.c.enabled.is_(True))
+_HOOK_ENABLED = exists().where(HOOK.c.id == REQ.c.webhook_id, HOOK.c.enabled.is_(True))
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
@@ -196,7 +196,7 @@ def process(row_id: int) -> str:
                 return job
             if not row_locks:
                 transaction.commit()
-            outcome = _attempt_job(job, settings)
+            outcome = attempt_job(job, settings)
             if not row_locks:
                 transaction = conn.begin()
             result, delay = _record(conn, row_id, worker, job, outcome, row_locks, settings)
@@ -216,66 +216,66 @@ def process(row_id: int) -> str:
     return result
 
 
-def _attempt_job(job: _Job, settings: Settings) -> Outcome:
+def attempt_job(job: Job, settings: Settings) -> Outcome:
     body = job.body.encode("utf-8")
     headers = build_headers(job.event, job.uuid, body, job.sign,
                             _decrypt_headers(job.headers_encrypted), settings)
     return attempt(job.url, body, headers, settings)
 
 
-_JOB_COLUMNS = (_REQ.c.webhook_id, _REQ.c.server_id, _REQ.c.event, _REQ.c.uuid, _REQ.c.body,
-                _REQ.c.attempts)
-_HOOK_COLUMNS = (_HOOK.c.url, _HOOK.c.sign, _HOOK.c.headers_encrypted, _HOOK.c.last_used_at)
+JOB_COLUMNS = (REQ.c.webhook_id, REQ.c.server_id, REQ.c.event, REQ.c.uuid, REQ.c.body,
+                REQ.c.attempts)
+HOOK_COLUMNS = (HOOK.c.url, HOOK.c.sign, HOOK.c.headers_encrypted, HOOK.c.last_used_at)
 
 
 def _unclaimed(now, settings: Settings):
     """claims.unclaimed, with the settings already read."""
     expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
-    return or_(_REQ.c.locked_at.is_(None), _REQ.c.locked_at < expiry)
+    return or_(REQ.c.locked_at.is_(None), REQ.c.locked_at < expiry)
 
 
-def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> _Job | str:
+def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:
     now = clock.now()
-    due = (_REQ.c.id == row_id, _REQ.c.next_attempt_at <= now, _unclaimed(now, settings))
+    due = (REQ.c.id == row_id, REQ.c.next_attempt_at <= now, _unclaimed(now, settings))
     if row_locks:
         found = conn.execute(
-            select(*_JOB_COLUMNS, *_HOOK_COLUMNS).join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
-            .where(*due, _HOOK.c.enabled.is_(True))
-            .with_for_update(of=_REQ, skip_locked=True)).first()
+            select(*JOB_COLUMNS, *HOOK_COLUMNS).join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+            .where(*due, HOOK.c.enabled.is_(True))
+            .with_for_update(of=REQ, skip_locked=True)).first()
     else:
-        claimed = conn.execute(update(_REQ).where(*due, _HOOK_ENABLED)
+        claimed = conn.execute(update(REQ).where(*due, _HOOK_ENABLED)
                                .values(locked_by=worker, locked_at=now, woken_at=None)
-                               .returning(*_JOB_COLUMNS)).first()
+                               .returning(*JOB_COLUMNS)).first()
         found = claimed and conn.execute(
-            select(*_JOB_COLUMNS, *_HOOK_COLUMNS).join(_HOOK, _HOOK.c.id == _REQ.c.webhook_id)
-            .where(_REQ.c.id == row_id)).first()
+            select(*JOB_COLUMNS, *HOOK_COLUMNS).join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+            .where(REQ.c.id == row_id)).first()
     if not found:
-        return _not_claimed(conn, row_id, now, row_locks, settings)
-    return _Job(found.webhook_id, found.server_id, found.event, found.uuid, found.body,
+        return not_claimed(conn, row_id, now, row_locks, settings)
+    return Job(found.webhook_id, found.server_id, found.event, found.uuid, found.body,
                 found.attempts + 1, found.url, found.sign, found.headers_encrypted,
                 found.last_used_at)
 
 
-def _not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings) -> str:
+def not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings) -> str:
     """Why the claim failed: the row is gone (a duplicate wake-up), not due yet (woken early:
     sleep again for the rest, do nothing else), held by another worker, or its webhook is
     disabled (a disabled webhook gets nothing: drop the row)."""
-    row = conn.execute(select(_REQ.c.next_attempt_at, _REQ.c.webhook_id)
-                       .where(_REQ.c.id == row_id)).first()
+    row = conn.execute(select(REQ.c.next_attempt_at, REQ.c.webhook_id)
+                       .where(REQ.c.id == row_id)).first()
     if row is None:
         return "gone"
     if row.next_attempt_at > now:
         remaining = (row.next_attempt_at - now).total_seconds()
         queues.enqueue(QUEUE, row_id, min(remaining, queues.SQS_MAX_DELAY))  # nothing to commit
         return "early"
-    enabled = conn.execute(select(_HOOK.c.enabled).where(_HOOK.c.id == row.webhook_id)).scalar()
+    enabled = conn.execute(select(HOOK.c.enabled).where(HOOK.c.id == row.webhook_id)).scalar()
     if not enabled:
         # Never wait for a row another worker holds: it will come back here when released.
-        free = select(_REQ.c.id).where(_REQ.c.id == row_id, _unclaimed(now, settings))
+        free = select(REQ.c.id).where(REQ.c.id == row_id, _unclaimed(now, settings))
         if row_locks:
             free = free.with_for_update(skip_locked=True)
         if conn.execute(free).first():
-            conn.execute(delete(_REQ).where(_REQ.c.id == row_id))
+            conn.execute(delete(REQ).where(REQ.c.id == row_id))
         return "disabled"
     return "busy"
 
@@ -286,7 +286,7 @@ def _decrypt_headers(token: str | None) -> dict[str, str]:
     return json.loads(keys.secret_box().decrypt_text(token))
 
 
-def log_entry(job: _Job, outcome: Outcome, now) -> dict:
+def log_entry(job: Job, outcome: Outcome, now) -> dict:
     """The attempt's row in the webhook log (will_retry set by the outcome's handling)."""
     return {"server_id": job.server_id, "webhook_id": job.webhook_id, "event": job.event,
             "uuid": job.uuid, "url": job.url, "attempt": job.attempt,
@@ -296,7 +296,7 @@ def log_entry(job: _Job, outcome: Outcome, now) -> dict:
             "created_at": now, "payload": json.loads(job.body)}
 
 
-def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_locks: bool,
+def _record(conn, row_id: int, worker: str, job: Job, outcome: Outcome, row_locks: bool,
             settings: Settings):
     """Delete or reschedule the row (only while the claim is still ours) and log the attempt.
     Returns (result, delay of the next wake-up or None)."""
@@ -304,21 +304,21 @@ def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_loc
     entry = log_entry(job, outcome, now)
     if row_locks:
         return _record_locked(conn, row_id, job, outcome, entry, now, settings)
-    ours = (_REQ.c.id == row_id, _REQ.c.locked_by == worker)
+    ours = (REQ.c.id == row_id, REQ.c.locked_by == worker)
     result, delay = "orphaned", None
     if outcome.success or job.attempt >= MAX_ATTEMPTS:
-        deleted = conn.execute(delete(_REQ).where(*ours)).rowcount
+        deleted = conn.execute(delete(REQ).where(*ours)).rowcount
         if outcome.success:
             result = "delivered"
             if job.last_used_at is None or now - job.last_used_at > LAST_USED_RESOLUTION:
-                conn.execute(update(_HOOK).where(_HOOK.c.id == job.webhook_id)
+                conn.execute(update(HOOK).where(HOOK.c.id == job.webhook_id)
                              .values(last_used_at=now))
         elif deleted:
             result = "dropped"  # the 10th failure: the log keeps the story
     else:
         delay = retry_delay_seconds(job.attempt, settings)
         next_at = now + timedelta(seconds=delay)
-        updated = conn.execute(update(_REQ).where(*ours).values(
+        updated = conn.execute(update(REQ).where(*ours).values(
             attempts=job.attempt, next_attempt_at=next_at, locked_by=None,
             locked_at=None, woken_at=None)).rowcount
         if updated:
@@ -329,25 +329,25 @@ def _record(conn, row_id: int, worker: str, job: _Job, outcome: Outcome, row_loc
     # "orphaned": the row was dropped meanwhile (webhook disabled or deleted) or, after a
     # claim expiry, taken by another worker; the attempt is still logged while the webhook is.
     if result != "orphaned" or conn.execute(
-            select(_HOOK.c.id).where(_HOOK.c.id == job.webhook_id)).first():
-        conn.execute(insert(_LOG).values(**entry))
+            select(HOOK.c.id).where(HOOK.c.id == job.webhook_id)).first():
+        conn.execute(insert(LOG).values(**entry))
     return result, delay
 
 
-def _record_locked(conn, row_id: int, job: _Job, outcome: Outcome, entry: dict, now,
+def _record_locked(conn, row_id: int, job: Job, outcome: Outcome, entry: dict, now,
                    settings: Settings):
     """PostgreSQL: we hold the row lock, so the row is ours; the row change and the log row
     go in one statement (a data-modifying CTE)."""
     result, delay, row_values = locked_outcome(job, outcome, entry, now, settings)
-    change = delete(_REQ).where(_REQ.c.id == row_id) if row_values is None else \
-        update(_REQ).where(_REQ.c.id == row_id).values(**row_values)
-    conn.execute(insert(_LOG).values(**entry).add_cte(change.cte("change")))
+    change = delete(REQ).where(REQ.c.id == row_id) if row_values is None else \
+        update(REQ).where(REQ.c.id == row_id).values(**row_values)
+    conn.execute(insert(LOG).values(**entry).add_cte(change.cte("change")))
     if touches_hook(job, outcome, now):
-        conn.execute(update(_HOOK).where(_HOOK.c.id == job.webhook_id).values(last_used_at=now))
+        conn.execute(update(HOOK).where(HOOK.c.id == job.webhook_id).values(last_used_at=now))
     return result, delay
 
 
-def locked_outcome(job: _Job, outcome: Outcome, entry: dict, now, settings: Settings):
+def locked_outcome(job: Job, outcome: Outcome, entry: dict, now, settings: Settings):
     """What an attempt on a row we hold makes of it: (result, delay of the next wake-up or
     None, the row's new values, or None when it is to be deleted); completes ``entry``."""
     if outcome.success or job.attempt >= MAX_ATTEMPTS:
@@ -360,7 +360,7 @@ def locked_outcome(job: _Job, outcome: Outcome, entry: dict, now, settings: Sett
                             "locked_by": None, "locked_at": None, "woken_at": None}
 
 
-def touches_hook(job: _Job, outcome: Outcome, now) -> bool:
+def touches_hook(job: Job, outcome: Outcome, now) -> bool:
     """Whether a success updates the webhook's last_used_at (LAST_USED_RESOLUTION)."""
     return outcome.success and (job.last_used_at is None
                                 or now - job.last_used_at > LAST_USED_RESOLUTION)

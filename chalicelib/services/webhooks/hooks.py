@@ -14,8 +14,6 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server, Webhook, WebhookRequest
-# webhook_delivery (the sending side, the queue worker's) is imported where it is used, not
-# at cold start.
 from chalicelib.db import claims
 from chalicelib.services.messages import events
 from chalicelib.services.webhooks import payload
