@@ -35,7 +35,7 @@ def queue_lags() -> dict[str, float]:
     queue lag metric. Read from the rows (the truth), not from SQS."""
     from chalicelib.db.models import Message, WebhookRequest
 
-    models = {"deliveries": Message, "inbound": Message, "webhooks": WebhookRequest}
+    models = {queues.DELIVERIES: Message, queues.INBOUND: Message, queues.WEBHOOKS: WebhookRequest}
     lags: dict[str, float] = {}
     now = clock.now()
     with session_scope() as db:

@@ -102,7 +102,7 @@ def test_builders_are_held_to_their_shapes():
 
 
 def test_real_builders_return_their_shape():
-    from chalicelib.api import message_records
+    from chalicelib.api.records import messaging as message_records
 
     event = SimpleNamespace(event="MessageSent", uuid="u-1", details="250 OK",
                             created_at=None)

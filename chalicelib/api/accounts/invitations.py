@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api.auth import bearer_token
 from chalicelib.api.framework import NONE, Call, endpoint
 from chalicelib.api.schemas import accounts as schemas
+from chalicelib.api.records import accounts as records
 from chalicelib.services.accounts import users, members, sessions
 from chalicelib.shapes import accounts as shape
 
@@ -36,8 +36,8 @@ def accept(call: Call):
     b = call.body
     result = members.accept(call.db, token=b.token, user=user, password=b.password,
                             first_name=b.first_name, last_name=b.last_name, client=client(call))
-    answer = {"membership": schemas.membership(result["membership"]),
-              "user": schemas.user(result["user"])}
+    answer = {"membership": records.membership(result["membership"]),
+              "user": records.user(result["user"])}
     if result["session"] is not None:
         answer.update(session_answer(result["user"], *result["session"]))
     return answer

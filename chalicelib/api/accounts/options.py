@@ -8,11 +8,11 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib.api.framework import NONE, Call, endpoint
-from chalicelib.config import Settings, get_settings
+from chalicelib.api.records import accounts as records
+from chalicelib.config import get_settings
 from chalicelib.services.accounts import users
 from chalicelib import shapes
 from chalicelib.shapes import accounts as shape
-from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 
@@ -28,18 +28,7 @@ def options(call: Call):
         "organization_creation": settings.auth_allow_organization_creation,
         "minimum_password_length": settings.auth_minimum_password_length,
         "first_run": not users.any_user_exists(call.db),
-        "smtp": smtp_submission(settings),
+        "smtp": records.smtp_submission(settings),
     }}
 
 
-@builds(shape.SmtpSubmission)
-def smtp_submission(settings: Settings) -> dict:
-    """The gateway's listeners as configured (SMTP_PORT, SMTP_SUBMISSION_PORTS, SMTP_TLS_PORT),
-    read from the same settings the gateway starts from."""
-    ports = [settings.smtp_port]
-    for part in settings.smtp_submission_ports.split(","):
-        if part.strip().isdigit() and int(part) not in ports:
-            ports.append(int(part))
-    return {"host": settings.smtp_hostname, "starttls_ports": ports,
-            "tls_port": settings.smtp_tls_port or None,
-            "auth_requires_tls": settings.smtp_auth_require_tls}

@@ -7,6 +7,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, SESSION, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
+from chalicelib.api.records import accounts as records
 from chalicelib.services.accounts import users, admin_keys, audit, sessions, totp
 from chalicelib.shapes import accounts as shape
 
@@ -18,7 +19,7 @@ def client(call: Call) -> audit.Client:
 
 
 def session_answer(user, session, token) -> dict:
-    return sessions.session_result(schemas.user(user), session, token)
+    return records.session_result(records.user(user), session, token)
 
 
 @endpoint(bp, "/register", "POST", auth=NONE, body=schemas.RegisterIn, status=201,
@@ -52,7 +53,7 @@ def list_sessions(call: Call):
     current = call.principal.session
     rows, pagination = paginate(call.db, sessions.live_sessions_query(current.user_id),
                                 *call.page_args())
-    return {"sessions": [sessions.session_record(s, current.id) for s in rows],
+    return {"sessions": [records.session(s, current.id) for s in rows],
             "pagination": pagination}
 
 
@@ -65,7 +66,7 @@ def revoke_session(call: Call, id: int):  # noqa: A002  (the path parameter's na
     sessions.revoke(target)
     audit.record(call.db, "session_revoked", client(call), user=call.principal.user,
                  details=f"session {target.id}")
-    return {"session": sessions.session_record(target, current.id), "revoked": True}
+    return {"session": records.session(target, current.id), "revoked": True}
 
 
 @endpoint(bp, "/sessions/revoke_others", "POST", auth=SESSION,
@@ -81,8 +82,8 @@ def revoke_other_sessions(call: Call):
 
 def _me(call: Call) -> dict:
     user = call.principal.user
-    return {"user": schemas.user(user),
-            "memberships": [schemas.membership(m) for m in users.memberships(call.db, user)]}
+    return {"user": records.user(user),
+            "memberships": [records.membership(m) for m in users.memberships(call.db, user)]}
 
 
 @endpoint(bp, "/me", "GET", auth=SESSION,
@@ -129,7 +130,7 @@ def request_reset(call: Call):
 def complete_reset(call: Call):
     user = users.complete_password_reset(call.db, token=call.body.token,
                                             password=call.body.password, client=client(call))
-    return {"password_reset": True, "user": schemas.user(user)}
+    return {"password_reset": True, "user": records.user(user)}
 
 
 @endpoint(bp, "/totp/enroll", "POST", auth=SESSION,
@@ -142,7 +143,7 @@ def totp_enroll(call: Call):
           response=shape.TotpState)
 def totp_activate(call: Call):
     totp.activate(call.db, call.principal.user, call.body.code, client(call))
-    return {"totp_enabled": True, "user": schemas.user(call.principal.user)}
+    return {"totp_enabled": True, "user": records.user(call.principal.user)}
 
 
 @endpoint(bp, "/totp/disable", "POST", auth=SESSION, body=schemas.PasswordIn,
@@ -152,4 +153,4 @@ def totp_disable(call: Call):
     users.check_password(call.db, user, call.body.password, client(call),
                             event="totp_disable_failed")
     totp.disable(call.db, user, client(call))
-    return {"totp_enabled": False, "user": schemas.user(user)}
+    return {"totp_enabled": False, "user": records.user(user)}

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from chalice import Blueprint, Response
 
-from chalicelib import errors, shapes
+from chalicelib import errors
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, Call, endpoint, success

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint
+from chalicelib.api.records import accounts as records
 from chalicelib.services.accounts import audit
 from chalicelib.services.accounts.permissions import authorize
 from chalicelib.shapes import management as shape
@@ -27,4 +27,4 @@ def list_auth_events(call: Call):
     user_id = call.query_int("user_id")
     rows = call.db.scalars(audit.events_query(limit, user_id=user_id,
                                               event=call.query_str("event")))
-    return {"auth_events": [audit.record_dict(r) for r in rows], "limit": limit}
+    return {"auth_events": [records.auth_event(r) for r in rows], "limit": limit}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib.api import records
+from chalicelib.api.records import management
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.services.domains import manage
 from chalicelib.services.organizations import lookup
@@ -32,7 +32,7 @@ def rotate_dkim(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)
     dkim_rotation.rotate(call.db, domain)
-    return {"domain": records.domain(domain)}
+    return {"domain": management.domain(domain)}
 
 
 @endpoint(bp, DOMAIN + "/dkim/activate", "POST", auth=ADMIN,
@@ -42,4 +42,4 @@ def activate_dkim(call: Call, org: str, server: str, name: str):
 
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)
-    return {"domain": records.domain(dkim_rotation.activate(call.db, domain))}
+    return {"domain": management.domain(dkim_rotation.activate(call.db, domain))}

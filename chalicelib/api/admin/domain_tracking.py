@@ -6,7 +6,7 @@ from chalice import Blueprint
 from pydantic import ConfigDict, Field
 
 from chalicelib import shapes
-from chalicelib.api import records
+from chalicelib.api.records import management
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.api.schemas import Schema
 from chalicelib.services.domains import manage
@@ -42,4 +42,4 @@ def update_domain_tracking(call: Call, org: str, server: str, name: str):
                          tracking_host=call.body.tracking_host,
                          clear_tracking="tracking_host" in given and call.body.tracking_host is None)
     call.db.flush()
-    return {"domain": records.domain(domain)}
+    return {"domain": management.domain(domain)}

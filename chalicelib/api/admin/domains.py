@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from chalicelib import shapes
-from chalicelib.api import records
+from chalicelib.api.records import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
@@ -26,21 +26,21 @@ def list_domains(call: Call, org: str, server: str):
     stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id) \
         .options(selectinload(Domain.other_dkim_keys))  # listed in every record
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"domains": [records.domain(d) for d in rows], "pagination": pagination}
+    return {"domains": [management.domain(d) for d in rows], "pagination": pagination}
 
 
 @endpoint(bp, SERVER + "/domains", "POST", auth=ADMIN, body=DomainIn, status=201,
           response=shapes.one("domain", shape.Domain))
 def create_domain(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    return {"domain": records.domain(manage.create_domain(call.db, srv, call.body.name))}
+    return {"domain": management.domain(manage.create_domain(call.db, srv, call.body.name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN,
           response=shapes.one("domain", shape.Domain))
 def show_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
-    return {"domain": records.domain(manage.find_domain(call.db, srv, name))}
+    return {"domain": management.domain(manage.find_domain(call.db, srv, name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN,
@@ -48,7 +48,7 @@ def show_domain(call: Call, org: str, server: str, name: str):
 def delete_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)
-    record = records.domain(domain)
+    record = management.domain(domain)
     call.db.delete(domain)
     return {"domain": record, "deleted": True}
 
@@ -57,7 +57,7 @@ def delete_domain(call: Call, org: str, server: str, name: str):
           response=shapes.one("domain", shape.Domain))
 def verify_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
-    return {"domain": records.domain(manage.verify_domain(manage.find_domain(call.db, srv, name)))}
+    return {"domain": management.domain(manage.verify_domain(manage.find_domain(call.db, srv, name)))}
 
 
 @endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION,
@@ -66,7 +66,7 @@ def list_credentials(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     stmt = select(Credential).where(Credential.server_id == srv.id).order_by(Credential.id)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"credentials": [records.credential(c) for c in rows], "pagination": pagination}
+    return {"credentials": [management.credential(c) for c in rows], "pagination": pagination}
 
 
 @endpoint(bp, SERVER + "/credentials", "POST", auth=ADMIN, body=CredentialIn, status=201,
@@ -76,14 +76,14 @@ def create_credential(call: Call, org: str, server: str):
     credential, key = credentials.create_credential(
         call.db, srv, type=call.body.type, name=call.body.name, ip_range=call.body.ip_range,
         hold=call.body.hold)
-    return {"credential": records.credential(credential, key)}
+    return {"credential": management.credential(credential, key)}
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "GET", auth=ADMIN,
           response=shapes.one("credential", shape.Credential))
 def show_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
-    return {"credential": records.credential(credentials.find_credential(call.db, srv, id))}
+    return {"credential": management.credential(credentials.find_credential(call.db, srv, id))}
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "PATCH", auth=ADMIN, body=CredentialUpdate,
@@ -92,7 +92,7 @@ def update_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.update_credential(credentials.find_credential(call.db, srv, id),
                                                name=call.body.name, hold=call.body.hold)
-    return {"credential": records.credential(credential)}
+    return {"credential": management.credential(credential)}
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "DELETE", auth=ADMIN,
@@ -100,6 +100,6 @@ def update_credential(call: Call, org: str, server: str, id: int):
 def delete_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.find_credential(call.db, srv, id)
-    record = records.credential(credential)
+    record = management.credential(credential)
     call.db.delete(credential)
     return {"credential": record, "deleted": True}

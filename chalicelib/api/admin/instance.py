@@ -5,7 +5,7 @@ from chalice import Blueprint
 from sqlalchemy import select
 
 from chalicelib import shapes
-from chalicelib.api import records
+from chalicelib.api.records import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn
@@ -23,14 +23,14 @@ bp = Blueprint(__name__)
 def list_ip_pools(call: Call):
     authorize(call.principal, "ip_pools.read")
     rows, pagination = paginate(call.db, select(IPPool).order_by(IPPool.id), *call.page_args())
-    return {"ip_pools": [records.ip_pool(p) for p in rows], "pagination": pagination}
+    return {"ip_pools": [management.ip_pool(p) for p in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/ip_pools", "POST", auth=ADMIN, body=IPPoolIn, status=201,
           response=shapes.one("ip_pool", shape.IPPool))
 def create_ip_pool(call: Call):
     authorize(call.principal, "ip_pools.manage")
-    return {"ip_pool": records.ip_pool(ip_pools.create_pool(call.db, call.body.name,
+    return {"ip_pool": management.ip_pool(ip_pools.create_pool(call.db, call.body.name,
                                                             call.body.default), True)}
 
 
@@ -38,7 +38,7 @@ def create_ip_pool(call: Call):
           response=shapes.one("ip_pool", shape.IPPool))
 def show_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.read")
-    return {"ip_pool": records.ip_pool(ip_pools.find_pool(call.db, id), True)}
+    return {"ip_pool": management.ip_pool(ip_pools.find_pool(call.db, id), True)}
 
 
 @endpoint(bp, "/ip_pools/{id}", "DELETE", auth=ADMIN,
@@ -46,7 +46,7 @@ def show_ip_pool(call: Call, id: int):
 def delete_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.find_pool(call.db, id)
-    record = records.ip_pool(pool)
+    record = management.ip_pool(pool)
     call.db.delete(pool)
     return {"ip_pool": record, "deleted": True}
 
@@ -58,7 +58,7 @@ def list_ip_addresses(call: Call, pool_id: int):
     pool = ip_pools.find_pool(call.db, pool_id)
     stmt = select(IPAddress).where(IPAddress.ip_pool_id == pool.id).order_by(IPAddress.id)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"ip_addresses": [records.ip_address(a) for a in rows], "pagination": pagination}
+    return {"ip_addresses": [management.ip_address(a) for a in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "POST", auth=ADMIN, body=IPAddressIn, status=201,
@@ -68,7 +68,7 @@ def add_ip_address(call: Call, pool_id: int):
     pool = ip_pools.find_pool(call.db, pool_id)
     address = ip_pools.add_address(call.db, pool, ipv4=call.body.ipv4, ipv6=call.body.ipv6,
                                    hostname=call.body.hostname, priority=call.body.priority)
-    return {"ip_address": records.ip_address(address)}
+    return {"ip_address": management.ip_address(address)}
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "GET", auth=ADMIN,
@@ -76,7 +76,7 @@ def add_ip_address(call: Call, pool_id: int):
 def show_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
-    return {"ip_address": records.ip_address(ip_pools.find_address(call.db, pool, id))}
+    return {"ip_address": management.ip_address(ip_pools.find_address(call.db, pool, id))}
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN,
@@ -84,7 +84,7 @@ def show_ip_address(call: Call, pool_id: int, id: int):
 def delete_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.manage")
     address = ip_pools.find_address(call.db, ip_pools.find_pool(call.db, pool_id), id)
-    record = records.ip_address(address)
+    record = management.ip_address(address)
     call.db.delete(address)
     return {"ip_address": record, "deleted": True}
 
@@ -94,7 +94,7 @@ def delete_ip_address(call: Call, pool_id: int, id: int):
 def list_admin_keys(call: Call):
     authorize(call.principal, "admin_keys.manage")
     rows, pagination = paginate(call.db, admin_keys.active_keys_query(), *call.page_args())
-    return {"admin_api_keys": [records.admin_api_key(k) for k in rows], "pagination": pagination}
+    return {"admin_api_keys": [management.admin_api_key(k) for k in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/admin_api_keys", "POST", auth=ADMIN, body=AdminKeyIn, status=201,
@@ -104,7 +104,7 @@ def create_admin_key(call: Call):
     user_id = call.principal.user.id if call.principal.user else None
     key, secret = admin_keys.create_key(call.db, call.body.name, user_id)
     _audit_key(call, "admin_api_key_created", key)
-    return {"admin_api_key": records.admin_api_key(key, secret)}
+    return {"admin_api_key": management.admin_api_key(key, secret)}
 
 
 @endpoint(bp, "/admin_api_keys/{id}", "DELETE", auth=ADMIN,
@@ -113,7 +113,7 @@ def revoke_admin_key(call: Call, id: int):
     authorize(call.principal, "admin_keys.manage")
     key = admin_keys.revoke(call.db, id)
     _audit_key(call, "admin_api_key_revoked", key)
-    return {"admin_api_key": records.admin_api_key(key)}
+    return {"admin_api_key": management.admin_api_key(key)}
 
 
 def _audit_key(call: Call, event: str, key) -> None:

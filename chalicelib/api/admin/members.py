@@ -7,6 +7,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
+from chalicelib.api.records import accounts as records
 from chalicelib.services.accounts import users, members
 from chalicelib.services.organizations import lookup
 from chalicelib.shapes import accounts as shape
@@ -20,7 +21,7 @@ ORG = "/organizations/{org}"
 def list_members(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "members.read")
     rows, pagination = paginate(call.db, members.members_query(found), *call.page_args())
-    return {"members": [schemas.member(m) for m in rows], "pagination": pagination}
+    return {"members": [records.member(m) for m in rows], "pagination": pagination}
 
 
 @endpoint(bp, ORG + "/members", "POST", auth=ADMIN, body=schemas.MemberIn, status=201,
@@ -29,14 +30,14 @@ def add_member(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "members.manage")
     membership = members.add_member(call.db, call.principal, found, user_id=call.body.user_id,
                                     email=call.body.email_address, role=call.body.role)
-    return {"member": schemas.member(membership)}
+    return {"member": records.member(membership)}
 
 
 @endpoint(bp, ORG + "/members/{user_id}", "GET", auth=ADMIN,
           response=shapes.one("member", shape.Member))
 def show_member(call: Call, org: str, user_id: int):
     found = lookup.organization(call.db, call.principal, org, "members.read")
-    return {"member": schemas.member(members.find_member(call.db, found, user_id))}
+    return {"member": records.member(members.find_member(call.db, found, user_id))}
 
 
 @endpoint(bp, ORG + "/members/{user_id}", "PATCH", auth=ADMIN, body=schemas.RoleIn,
@@ -44,7 +45,7 @@ def show_member(call: Call, org: str, user_id: int):
 def change_role(call: Call, org: str, user_id: int):
     found = lookup.organization(call.db, call.principal, org, "members.manage")
     membership = members.change_role(call.db, call.principal, found, user_id, call.body.role)
-    return {"member": schemas.member(membership)}
+    return {"member": records.member(membership)}
 
 
 @endpoint(bp, ORG + "/members/{user_id}", "DELETE", auth=ADMIN,
@@ -55,7 +56,7 @@ def remove_member(call: Call, org: str, user_id: int):
     found = lookup.organization(call.db, call.principal, org,
                                 "organization.read" if leaving else "members.manage")
     membership = members.find_member(call.db, found, user_id)
-    record = schemas.member(membership)
+    record = records.member(membership)
     members.remove_member(call.db, call.principal, found, user_id)
     return {"member": record, "deleted": True}
 
@@ -65,7 +66,7 @@ def remove_member(call: Call, org: str, user_id: int):
 def list_invitations(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "invitations.read")
     rows, pagination = paginate(call.db, members.invitations_query(found), *call.page_args())
-    return {"invitations": [schemas.invitation(i) for i in rows], "pagination": pagination}
+    return {"invitations": [records.invitation(i) for i in rows], "pagination": pagination}
 
 
 @endpoint(bp, ORG + "/invitations", "POST", auth=ADMIN, body=schemas.InvitationIn, status=201,
@@ -74,7 +75,7 @@ def invite(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "invitations.manage")
     inv, token = members.invite(call.db, call.principal, found, email=call.body.email_address,
                                 role=call.body.role)
-    return {"invitation": schemas.invitation(inv, token,
+    return {"invitation": records.invitation(inv, token,
                                              users.frontend_link(f"invitations/{token}"))}
 
 
@@ -82,7 +83,7 @@ def invite(call: Call, org: str):
           response=shapes.one("invitation", shape.Invitation))
 def show_invitation(call: Call, org: str, id: int):
     found = lookup.organization(call.db, call.principal, org, "invitations.read")
-    return {"invitation": schemas.invitation(members.find_invitation(call.db, found, id))}
+    return {"invitation": records.invitation(members.find_invitation(call.db, found, id))}
 
 
 @endpoint(bp, ORG + "/invitations/{id}", "DELETE", auth=ADMIN,
@@ -91,4 +92,4 @@ def revoke_invitation(call: Call, org: str, id: int):
     found = lookup.organization(call.db, call.principal, org, "invitations.manage")
     inv = members.revoke_invitation(call.db, call.principal,
                                     members.find_invitation(call.db, found, id))
-    return {"invitation": schemas.invitation(inv)}
+    return {"invitation": records.invitation(inv)}

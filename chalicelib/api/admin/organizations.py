@@ -4,7 +4,7 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib import errors, shapes
-from chalicelib.api import records
+from chalicelib.api.records import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, OrganizationUpdate, ServerIn, \
@@ -25,7 +25,7 @@ SERVER = ORG + "/servers/{server}"
 def list_organizations(call: Call):
     rows, pagination = paginate(call.db, organizations.organizations_query(call.principal),
                                 *call.page_args())
-    return {"organizations": [records.organization(o) for o in rows], "pagination": pagination}
+    return {"organizations": [management.organization(o) for o in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/organizations", "POST", auth=ADMIN, body=OrganizationIn, status=201,
@@ -38,13 +38,13 @@ def create_organization(call: Call):
     org = organizations.create_organization(call.db, principal, name=call.body.name,
                                             permalink=call.body.permalink,
                                             time_zone=call.body.time_zone)
-    return {"organization": records.organization(org)}
+    return {"organization": management.organization(org)}
 
 
 @endpoint(bp, ORG, "GET", auth=ADMIN,
           response=shapes.one("organization", shape.Organization))
 def show_organization(call: Call, org: str):
-    return {"organization": records.organization(
+    return {"organization": management.organization(
         lookup.organization(call.db, call.principal, org, "organization.read"))}
 
 
@@ -54,14 +54,14 @@ def update_organization(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "organization.update")
     organizations.update_organization(call.db, found, name=call.body.name,
                                       time_zone=call.body.time_zone)
-    return {"organization": records.organization(found)}
+    return {"organization": management.organization(found)}
 
 
 @endpoint(bp, ORG, "DELETE", auth=ADMIN,
           response=shapes.deleted("organization", shape.Organization))
 def delete_organization(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "organization.delete")
-    record = records.organization(found)
+    record = management.organization(found)
     organizations.delete_organization(call.db, found)
     return {"organization": record, "deleted": True}
 
@@ -74,7 +74,7 @@ def list_servers(call: Call, org: str):
 
     stmt = select(Server).where(Server.organization_id == found.id).order_by(Server.id)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"servers": [records.server(s) for s in rows], "pagination": pagination}
+    return {"servers": [management.server(s) for s in rows], "pagination": pagination}
 
 
 @endpoint(bp, ORG + "/servers", "POST", auth=ADMIN, body=ServerIn, status=201,
@@ -83,13 +83,13 @@ def create_server(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.manage")
     srv = organizations.create_server(call.db, found, name=call.body.name,
                                       permalink=call.body.permalink, mode=call.body.mode)
-    return {"server": records.server(srv)}
+    return {"server": management.server(srv)}
 
 
 @endpoint(bp, SERVER, "GET", auth=ADMIN,
           response=shapes.one("server", shape.Server))
 def show_server(call: Call, org: str, server: str):
-    return {"server": records.server(lookup.server(call.db, call.principal, org, server,
+    return {"server": management.server(lookup.server(call.db, call.principal, org, server,
                                                    "servers.read"))}
 
 
@@ -98,14 +98,14 @@ def show_server(call: Call, org: str, server: str):
 def update_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     organizations.update_server(srv, call.body.model_dump(exclude_unset=True))
-    return {"server": records.server(srv)}
+    return {"server": management.server(srv)}
 
 
 @endpoint(bp, SERVER, "DELETE", auth=ADMIN,
           response=shapes.deleted("server", shape.Server))
 def delete_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
-    record = records.server(srv)
+    record = management.server(srv)
     call.db.delete(srv)
     return {"server": record, "deleted": True}
 
@@ -114,19 +114,19 @@ def delete_server(call: Call, org: str, server: str):
           response=shapes.one("server", shape.Server))
 def suspend_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
-    return {"server": records.server(organizations.suspend_server(srv, call.body.reason))}
+    return {"server": management.server(organizations.suspend_server(srv, call.body.reason))}
 
 
 @endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN,
           response=shapes.one("server", shape.Server))
 def unsuspend_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
-    return {"server": records.server(organizations.unsuspend_server(srv))}
+    return {"server": management.server(organizations.unsuspend_server(srv))}
 
 
 @endpoint(bp, SERVER + "/ip_pool", "POST", auth=ADMIN, body=IPPoolAssign,
           response=shapes.one("server", shape.Server))
 def assign_ip_pool(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
-    return {"server": records.server(organizations.assign_ip_pool(call.db, srv,
+    return {"server": management.server(organizations.assign_ip_pool(call.db, srv,
                                                                   call.body.ip_pool_id))}

@@ -11,11 +11,11 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import Schema
+from chalicelib.api.records import management
 from chalicelib.db.models import Route
 from chalicelib.services.organizations import lookup
 from chalicelib.services.inbound import routes
 from chalicelib.shapes import management as shape
-from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
@@ -35,21 +35,13 @@ class RouteUpdate(Schema):
     endpoint: dict[str, Any] | None = None
 
 
-@builds(shape.Route)
-def record(call: Call, route: Route) -> dict:
-    domain = routes.domain_name(call.db, route)
-    return {"id": route.id, "uuid": route.uuid, "name": route.name, "domain": domain,
-            "address": f"{route.name}@{domain}", "mode": route.mode, "endpoint": route.endpoint,
-            "created_at": route.created_at, "updated_at": route.updated_at}
-
-
 @endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN, query=q.PAGINATION,
           response=shapes.page("routes", shape.Route))
 def list_routes(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     stmt = select(Route).where(Route.server_id == srv.id).order_by(Route.id)
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"routes": [record(call, r) for r in rows], "pagination": pagination}
+    return {"routes": [management.route(call.db, r) for r in rows], "pagination": pagination}
 
 
 @endpoint(bp, SERVER + "/routes", "POST", auth=ADMIN, body=RouteIn, status=201,
@@ -59,14 +51,14 @@ def create_route(call: Call, org: str, server: str):
     body = call.body
     route = routes.create_route(call.db, srv, name=body.name, domain=body.domain, mode=body.mode,
                                 endpoint=body.endpoint)
-    return {"route": record(call, route)}
+    return {"route": management.route(call.db, route)}
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "GET", auth=ADMIN,
           response=shapes.one("route", shape.Route))
 def show_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
-    return {"route": record(call, routes.find_route(call.db, srv, id))}
+    return {"route": management.route(call.db, routes.find_route(call.db, srv, id))}
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "PATCH", auth=ADMIN, body=RouteUpdate,
@@ -77,7 +69,7 @@ def update_route(call: Call, org: str, server: str, id: int):
     route = routes.update_route(call.db, routes.find_route(call.db, srv, id), name=body.name,
                                 mode=body.mode, endpoint=body.endpoint,
                                 endpoint_set="endpoint" in body.model_fields_set)
-    return {"route": record(call, route)}
+    return {"route": management.route(call.db, route)}
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "DELETE", auth=ADMIN,
@@ -85,6 +77,6 @@ def update_route(call: Call, org: str, server: str, id: int):
 def delete_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     route = routes.find_route(call.db, srv, id)
-    result = record(call, route)
+    result = management.route(call.db, route)
     call.db.delete(route)
     return {"route": result, "deleted": True}

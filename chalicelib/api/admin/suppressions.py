@@ -5,7 +5,7 @@ from chalice import Blueprint, Response
 from sqlalchemy.orm import selectinload
 
 from chalicelib import shapes
-from chalicelib.api import message_records as records
+from chalicelib.api.records import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas.messages import SuppressionImport, SuppressionIn
@@ -52,7 +52,7 @@ def list_suppressions(call: Call, org: str, server: str):
     # the page's streams in one query, not one per row
     stmt = _list_stmt(call, srv.id).options(selectinload(Suppression.stream))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"suppressions": [records.suppression(s) for s in rows], "pagination": pagination}
+    return {"suppressions": [management.suppression(s) for s in rows], "pagination": pagination}
 
 
 @endpoint(bp, BASE, "POST", auth=ADMIN, body=SuppressionIn, status=201,
@@ -67,7 +67,7 @@ def create_suppression(call: Call, org: str, server: str):
     row = suppressions.suppress(call.db, srv.id, address, reason=reason, origin="manual",
                                 details=details, stream_id=stream.id if stream else None,
                                 days=call.body.days)
-    return {"suppression": records.suppression(row)}
+    return {"suppression": management.suppression(row)}
 
 
 @endpoint(bp, BASE + "/import", "POST", auth=ADMIN, body=SuppressionImport,
@@ -93,7 +93,7 @@ def export_suppressions(call: Call, org: str, server: str):
 def show_suppression(call: Call, org: str, server: str, address: str):
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.read")
     row = suppressions.find(call.db, srv.id, address, call.query_str("stream"))
-    return {"suppression": records.suppression(row)}
+    return {"suppression": management.suppression(row)}
 
 
 @endpoint(bp, BASE + "/{address}", "DELETE", auth=ADMIN, query=(_STREAM,),
@@ -102,4 +102,4 @@ def delete_suppression(call: Call, org: str, server: str, address: str):
     """Remove an address's entries (every stream's, or only ``stream``'s)."""
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.manage")
     rows = suppressions.remove(call.db, srv.id, address, call.query_str("stream"))
-    return {"suppression": records.suppression(rows[0]), "removed": len(rows), "deleted": True}
+    return {"suppression": management.suppression(rows[0]), "removed": len(rows), "deleted": True}

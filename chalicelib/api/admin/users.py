@@ -8,6 +8,7 @@ from chalicelib.api.accounts.session import client
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
 from chalicelib.api.schemas import accounts as schemas
+from chalicelib.api.records import accounts as records
 from chalicelib.services.accounts import users as accounts, administration
 from chalicelib.services.accounts.permissions import authorize
 from chalicelib.shapes import accounts as shape
@@ -20,7 +21,7 @@ bp = Blueprint(__name__)
 def list_users(call: Call):
     authorize(call.principal, "users.manage")
     rows, pagination = paginate(call.db, administration.users_query(), *call.page_args())
-    return {"users": [schemas.user(u) for u in rows], "pagination": pagination}
+    return {"users": [records.user(u) for u in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/users", "POST", auth=ADMIN, body=schemas.UserIn, status=201,
@@ -31,7 +32,7 @@ def create_user(call: Call):
     user = administration.create(call.db, call.principal, client(call), email=b.email_address,
                         first_name=b.first_name, last_name=b.last_name, password=b.password,
                         admin=b.admin)
-    return {"user": schemas.user(user)}
+    return {"user": records.user(user)}
 
 
 @endpoint(bp, "/users/{id}", "GET", auth=ADMIN,
@@ -39,8 +40,8 @@ def create_user(call: Call):
 def show_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = administration.find(call.db, id)
-    return {"user": schemas.user(user),
-            "memberships": [schemas.membership(m) for m in accounts.memberships(call.db, user)]}
+    return {"user": records.user(user),
+            "memberships": [records.membership(m) for m in accounts.memberships(call.db, user)]}
 
 
 @endpoint(bp, "/users/{id}", "PATCH", auth=ADMIN, body=schemas.UserUpdate,
@@ -49,7 +50,7 @@ def update_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = administration.update(call.db, call.principal, client(call), administration.find(call.db, id),
                         call.body.model_dump(exclude_unset=True))
-    return {"user": schemas.user(user)}
+    return {"user": records.user(user)}
 
 
 @endpoint(bp, "/users/{id}", "DELETE", auth=ADMIN,
@@ -57,7 +58,7 @@ def update_user(call: Call, id: int):
 def delete_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = administration.find(call.db, id)
-    record = schemas.user(user)
+    record = records.user(user)
     administration.delete(call.db, call.principal, client(call), user)
     return {"user": record, "deleted": True}
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from chalicelib.api.schemas import Schema
-from chalicelib.db.models import Invitation, Membership, User
-from chalicelib.services.accounts import members
 from chalicelib.services.accounts.passwords import MAX_PASSWORD_LENGTH
-from chalicelib.shapes import builds
-from chalicelib.shapes import accounts as shape
 
 Email = Field(min_length=1, max_length=255)
 Password = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH)
@@ -110,40 +106,3 @@ class UserUpdate(Schema):
 # --- records ------------------------------------------------------------------------------
 
 
-@builds(shape.User)
-def user(u: User) -> dict:
-    return {"id": u.id, "uuid": u.uuid, "email_address": u.email_address,
-            "first_name": u.first_name, "last_name": u.last_name, "admin": u.admin,
-            "totp_enabled": u.totp_enabled, "sso_linked": u.oidc_subject is not None,
-            "has_password": u.password_hash is not None, "locked_until": u.locked_until,
-            "last_login_at": u.last_login_at, "created_at": u.created_at,
-            "updated_at": u.updated_at}
-
-
-@builds(shape.Member)
-def member(m: Membership) -> dict:
-    return {"user_id": m.user_id, "role": m.role,
-            "organization": m.organization.permalink if m.organization else None,
-            "email_address": m.user.email_address, "first_name": m.user.first_name,
-            "last_name": m.user.last_name, "created_at": m.created_at}
-
-
-@builds(shape.Membership)
-def membership(m: Membership) -> dict:
-    """A membership from the user's side (GET /auth/me)."""
-    org = m.organization
-    return {"role": m.role, "organization": {"id": org.id, "name": org.name,
-                                             "permalink": org.permalink}}
-
-
-@builds(shape.Invitation)
-def invitation(inv: Invitation, token: str | None = None, url: str | None = None) -> dict:
-    record = {"id": inv.id, "email_address": inv.email_address, "role": inv.role,
-              "organization": inv.organization.permalink if inv.organization else None,
-              "status": members.invitation_status(inv), "invited_by_user_id": inv.invited_by_user_id,
-              "expires_at": inv.expires_at, "accepted_at": inv.accepted_at,
-              "revoked_at": inv.revoked_at, "created_at": inv.created_at}
-    if token is not None:  # only in the creation answer
-        record["token"] = token
-        record["url"] = url
-    return record

@@ -7,6 +7,7 @@ from chalice import Blueprint
 from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
+from chalicelib.api.records import messaging
 from chalicelib.services.inbound import bounces
 from chalicelib.shapes import messaging as shape
 from chalicelib.services.delivery.categories import CATEGORIES
@@ -22,10 +23,10 @@ bp = Blueprint(__name__)
 def list_bounces(call: Call):
     stmt = bounces.list_stmt(call.server.id, call.query_str("category"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"bounces": [bounces.record(call.db, b) for b in rows], "pagination": pagination}
+    return {"bounces": [messaging.bounce(call.db, b) for b in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/bounces/{id}", "GET", auth=SERVER,
           response=shapes.one("bounce", shape.Bounce))
 def show_bounce(call: Call, id: int):
-    return {"bounce": bounces.record(call.db, bounces.find(call.db, call.server.id, id))}
+    return {"bounce": messaging.bounce(call.db, bounces.find(call.db, call.server.id, id))}

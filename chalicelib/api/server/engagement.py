@@ -4,12 +4,12 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import errors, shapes
+from chalicelib import errors
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
+from chalicelib.api.records import messaging
 from chalicelib.db.models import ClickEvent, Message, OpenEvent
 from chalicelib.shapes import messaging as shape
-from chalicelib.shapes import builds
 
 bp = Blueprint(__name__)
 
@@ -22,18 +22,6 @@ def _message(call: Call, message_id: int) -> Message:
     return message
 
 
-@builds(shape.Open)
-def open_record(event: OpenEvent) -> dict:
-    return {"id": event.id, "message_id": event.message_id, "ip_address": event.ip_address,
-            "user_agent": event.user_agent, "likely_machine": event.likely_machine,
-            "detection": event.detection, "created_at": event.created_at}
-
-
-@builds(shape.Click)
-def click_record(event: ClickEvent) -> dict:
-    return {**open_record(event), "url": event.url, "link_id": event.link_id}
-
-
 @endpoint(bp, "/messages/{id}/opens", "GET", auth=SERVER, query=q.PAGINATION,
           response=shape.Opens)
 def list_opens(call: Call, id: int):
@@ -42,7 +30,7 @@ def list_opens(call: Call, id: int):
             .order_by(OpenEvent.created_at.desc(), OpenEvent.id.desc()))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"message_id": message.id, "opens_count": message.opens_count,
-            "opens": [open_record(e) for e in rows], "pagination": pagination}
+            "opens": [messaging.open_event(e) for e in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/messages/{id}/clicks", "GET", auth=SERVER, query=q.PAGINATION,
@@ -53,4 +41,4 @@ def list_clicks(call: Call, id: int):
             .order_by(ClickEvent.created_at.desc(), ClickEvent.id.desc()))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
     return {"message_id": message.id, "clicks_count": message.clicks_count,
-            "clicks": [click_record(e) for e in rows], "pagination": pagination}
+            "clicks": [messaging.click_event(e) for e in rows], "pagination": pagination}

@@ -5,15 +5,14 @@ import base64
 
 from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy import or_, select
 
 from chalicelib import errors, shapes, statuses
-from chalicelib.api import message_records as records
+from chalicelib.api.records import messaging
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
 from chalicelib.api.schemas.messages import BatchRequest, SendRequest
-from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
-from chalicelib.services.messages import actions
+from chalicelib.db.models import Message
+from chalicelib.services.messages import actions, search
 from chalicelib.services.sending import submission
 from chalicelib.shapes import messaging as shape
 from chalicelib.services.delivery.categories import CATEGORIES
@@ -46,16 +45,9 @@ def send_batch(call: Call):
     return {"messages": results, "accepted": accepted, "failed": len(results) - accepted}
 
 
-def _stream_permalinks(call: Call, stream_ids) -> dict:
-    ids = {i for i in stream_ids if i is not None}
-    if not ids:
-        return {}
-    return dict(call.db.execute(select(Stream.id, Stream.permalink).where(Stream.id.in_(ids))).all())
-
-
 @endpoint(bp, "/messages", "GET", auth=SERVER, query=(
     *q.PAGINATION,
-    q.string("scope", "outgoing or incoming.", enum=records.SCOPES),
+    q.string("scope", "outgoing or incoming.", enum=messaging.SCOPES),
     q.string("status", "Only messages with this status.", enum=statuses.MESSAGE),
     q.string("tag", "Only messages with this tag."),
     q.string("stream", "Only messages of the stream with this permalink."),
@@ -65,53 +57,31 @@ def _stream_permalinks(call: Call, stream_ids) -> dict:
           response=shapes.page("messages", shape.Message))
 def list_messages(call: Call):
     page, per_page = call.page_args()
-    stmt = select(Message).where(Message.server_id == call.server.id)
-    scope, status = call.query_str("scope"), call.query_str("status")
-    if scope:
-        stmt = stmt.where(Message.scope == scope)
-    if status:
-        stmt = stmt.where(Message.status == status)
-    tag, stream, needle = call.query_str("tag"), call.query_str("stream"), call.query_str("query")
-    if tag:
-        stmt = stmt.where(Message.tag == tag)
-    if stream:
-        stream_id = call.db.scalar(select(Stream.id).where(
-            Stream.server_id == call.server.id, Stream.permalink == stream))
-        stmt = stmt.where(Message.stream_id == stream_id) if stream_id else stmt.where(False)
-    category = call.query_str("bounce_category")
-    if category:
-        stmt = stmt.where(Message.bounce_category == category)
-    if needle:
-        stmt = stmt.where(or_(*(column.icontains(needle, autoescape=True) for column in
-                                (Message.subject, Message.rcpt_to, Message.mail_from))))
-    rows, pagination = paginate(call.db, stmt.order_by(Message.id.desc()), page, per_page)
-    streams = _stream_permalinks(call, (m.stream_id for m in rows))
-    return {"messages": [records.message(m, streams.get(m.stream_id)) for m in rows],
+    stmt = search.list_stmt(
+        call.db, call.server.id, scope=call.query_str("scope"), status=call.query_str("status"),
+        tag=call.query_str("tag"), stream=call.query_str("stream"),
+        bounce_category=call.query_str("bounce_category"), query=call.query_str("query"))
+    rows, pagination = paginate(call.db, stmt, page, per_page)
+    streams = search.stream_permalinks(call.db, (m.stream_id for m in rows))
+    return {"messages": [messaging.message(m, streams.get(m.stream_id)) for m in rows],
             "pagination": pagination}
 
 
 def find_message(call: Call, message_id: int) -> Message:
-    message = call.db.get(Message, message_id)
-    if message is None or message.server_id != call.server.id:
-        raise errors.NotFound(f"no message {message_id} on this server")
-    return message
+    return search.find(call.db, call.server.id, message_id)
 
 
 def _deliveries(call: Call, message: Message) -> list[dict]:
-    rows = call.db.scalars(select(Delivery).where(Delivery.message_id == message.id)
-                           .order_by(Delivery.id))
-    return [records.delivery(d) for d in rows]
+    return [messaging.delivery(d) for d in search.deliveries(call.db, message)]
 
 
 @endpoint(bp, "/messages/{id}", "GET", auth=SERVER,
           response=shapes.one("message", shape.MessageDetail))
 def show_message(call: Call, id: int):
     message = find_message(call, id)
-    record = records.message(message, _stream_permalinks(call, [message.stream_id])
+    record = messaging.message(message, search.stream_permalinks(call.db, [message.stream_id])
                              .get(message.stream_id))
-    history = call.db.scalars(select(MessageEvent).where(MessageEvent.message_id == message.id)
-                              .order_by(MessageEvent.id))
-    record["events"] = [records.event(e) for e in history]
+    record["events"] = [messaging.event(e) for e in search.history(call.db, message)]
     record["deliveries"] = _deliveries(call, message)
     return {"message": record}
 
@@ -124,8 +94,8 @@ def list_deliveries(call: Call, id: int):
 
 def _message_answer(call: Call, message: Message) -> dict:
     """{message}: the record after an action, with its stream's permalink."""
-    return {"message": records.message(message, _stream_permalinks(call, [message.stream_id])
-                                       .get(message.stream_id))}
+    return {"message": messaging.message(
+        message, search.stream_permalinks(call.db, [message.stream_id]).get(message.stream_id))}
 
 
 @endpoint(bp, "/messages/{id}/retry", "POST", auth=SERVER,
@@ -147,14 +117,7 @@ def cancel_message(call: Call, id: int):
 def show_raw(call: Call, id: int):
     """The exact bytes sent (signed) once an attempt was made, else the stored source."""
     message = find_message(call, id)
-    sent = call.db.get(MessageRaw, message.id)
-    if sent is not None:
-        raw, signed = sent.raw, True
-    elif message.submission_id is not None:
-        raw = call.db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
-        signed = False
-    else:
-        raise errors.NotFound(f"message {id} has no stored source")
+    raw, signed = search.raw_source(call.db, message)
     return {"message_id": message.id, "signed": signed, "size": len(raw),
             "raw": raw.decode("utf-8", "replace"),
             "raw_base64": base64.b64encode(raw).decode("ascii")}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.services.tracking import stats

@@ -7,6 +7,7 @@ from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.streams import StreamIn, StreamUpdate
+from chalicelib.api.records import messaging
 from chalicelib.services.sending import streams
 from chalicelib.shapes import messaging as shape
 
@@ -25,7 +26,7 @@ def list_streams(call: Call):
     stmt = streams.list_query(call.server, include_archived=call.query_bool("include_archived"),
                               stream_type=call.query_str("stream_type"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"streams": [streams.record(s) for s in rows], "pagination": pagination}
+    return {"streams": [messaging.stream(s) for s in rows], "pagination": pagination}
 
 
 @endpoint(bp, "/streams", "POST", auth=SERVER, body=StreamIn, status=201,
@@ -36,14 +37,14 @@ def create_stream(call: Call):
     stream = streams.create(call.db, call.server, name=body.name, stream_type=body.stream_type,
                             permalink=body.permalink, description=body.description,
                             list_unsubscribe=body.list_unsubscribe)
-    return {"stream": streams.record(stream)}
+    return {"stream": messaging.stream(stream)}
 
 
 @endpoint(bp, "/streams/{permalink}", "GET", auth=SERVER,
           response=shapes.one("stream", shape.Stream))
 def show_stream(call: Call, permalink: str):
     """Show a stream, archived or not."""
-    return {"stream": streams.record(streams.find(call.db, call.server, permalink))}
+    return {"stream": messaging.stream(streams.find(call.db, call.server, permalink))}
 
 
 @endpoint(bp, "/streams/{permalink}", "PATCH", auth=SERVER, body=StreamUpdate,
@@ -53,7 +54,7 @@ def update_stream(call: Call, permalink: str):
     stream = streams.find(call.db, call.server, permalink)
     streams.update(stream, call.body.model_dump(exclude_unset=True))
     call.db.flush()
-    return {"stream": streams.record(stream)}
+    return {"stream": messaging.stream(stream)}
 
 
 @endpoint(bp, "/streams/{permalink}/archive", "POST", auth=SERVER,
@@ -62,7 +63,7 @@ def archive_stream(call: Call, permalink: str):
     """Archive a stream: sends naming it answer 422; the default stream cannot be archived."""
     stream = streams.archive(streams.find(call.db, call.server, permalink))
     call.db.flush()
-    return {"stream": streams.record(stream)}
+    return {"stream": messaging.stream(stream)}
 
 
 @endpoint(bp, "/streams/{permalink}/unarchive", "POST", auth=SERVER,
@@ -71,4 +72,4 @@ def unarchive_stream(call: Call, permalink: str):
     """Bring an archived stream back (ours, as Postmark has it): sends may name it again."""
     stream = streams.unarchive(streams.find(call.db, call.server, permalink))
     call.db.flush()
-    return {"stream": streams.record(stream)}
+    return {"stream": messaging.stream(stream)}

@@ -8,6 +8,7 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
 from chalicelib.api.server.streams import INCLUDE_ARCHIVED
+from chalicelib.api.records import messaging
 from chalicelib.services.sending import templates
 from chalicelib.shapes import messaging as shape
 
@@ -21,7 +22,7 @@ def list_templates(call: Call):
     stmt = templates.list_query(call.server,
                                 include_archived=call.query_bool("include_archived"))
     rows, pagination = paginate(call.db, stmt, *call.page_args())
-    return {"templates": [templates.record(t, bodies=False) for t in rows],
+    return {"templates": [messaging.template(t, bodies=False) for t in rows],
             "pagination": pagination}
 
 
@@ -30,14 +31,14 @@ def list_templates(call: Call):
 def create_template(call: Call):
     """Create a template; a part that does not parse is refused with its line and column."""
     template = templates.create(call.db, call.server, **call.body.model_dump())
-    return {"template": templates.record(template)}
+    return {"template": messaging.template(template)}
 
 
 @endpoint(bp, "/templates/{permalink}", "GET", auth=SERVER,
           response=shapes.one("template", shape.Template))
 def show_template(call: Call, permalink: str):
     """Show a template with its subject and bodies, archived or not."""
-    return {"template": templates.record(templates.find(call.db, call.server, permalink))}
+    return {"template": messaging.template(templates.find(call.db, call.server, permalink))}
 
 
 @endpoint(bp, "/templates/{permalink}", "PATCH", auth=SERVER, body=TemplateUpdate,
@@ -46,7 +47,7 @@ def update_template(call: Call, permalink: str):
     """Update the fields given; changed parts are validated again."""
     template = templates.find(call.db, call.server, permalink)
     templates.update(call.db, call.server, template, call.body.model_dump(exclude_unset=True))
-    return {"template": templates.record(template)}
+    return {"template": messaging.template(template)}
 
 
 @endpoint(bp, "/templates/{permalink}/archive", "POST", auth=SERVER,
@@ -55,7 +56,7 @@ def archive_template(call: Call, permalink: str):
     """Archive a template: it stays readable, but renders and sends answer 404."""
     template = templates.archive(templates.find(call.db, call.server, permalink))
     call.db.flush()
-    return {"template": templates.record(template)}
+    return {"template": messaging.template(template)}
 
 
 @endpoint(bp, "/templates/{permalink}/unarchive", "POST", auth=SERVER,
@@ -64,7 +65,7 @@ def unarchive_template(call: Call, permalink: str):
     """Bring an archived template back: renders and template sends find it again."""
     template = templates.unarchive(templates.find(call.db, call.server, permalink))
     call.db.flush()
-    return {"template": templates.record(template)}
+    return {"template": messaging.template(template)}
 
 
 @endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn,

@@ -19,8 +19,6 @@ from sqlalchemy.orm import Session
 
 from chalicelib import observability
 from chalicelib.db.models import AuthEvent, User
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,3 @@ def events_query(limit: int, user_id: int | None = None, event: str | None = Non
     return stmt.limit(limit)
 
 
-@builds(shape.AuthEvent)
-def record_dict(row: AuthEvent) -> dict:
-    return {"id": row.id, "event": row.event, "success": row.success, "user_id": row.user_id,
-            "email_address": row.email_address, "ip_address": row.ip_address,
-            "user_agent": row.user_agent, "details": row.details, "created_at": row.created_at}

@@ -14,8 +14,6 @@ from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import User, UserSession
 from chalicelib.services.security.tokens import generate_secret, hash_secret
-from chalicelib.shapes import builds
-from chalicelib.shapes import accounts as shape
 
 
 def authenticate_session(db: Session, token: str) -> UserSession:
@@ -75,16 +73,3 @@ def find_live_session(db: Session, user_id: int, session_id: int) -> UserSession
     return session
 
 
-@builds(shape.Session)
-def session_record(session: UserSession, current_id: int) -> dict:
-    """What a user sees of a session (never its token): where and when it was used."""
-    return {"id": session.id, "current": session.id == current_id,
-            "ip_address": session.ip_address, "user_agent": session.user_agent,
-            "created_at": session.created_at, "last_used_at": session.last_used_at,
-            "expires_at": session.expires_at}
-
-
-@builds(shape.SessionResult)
-def session_result(user_record: dict, session: UserSession, token: str) -> dict:
-    """The spec's session result: ``{session_token, expires_at, user}``."""
-    return {"session_token": token, "expires_at": session.expires_at, "user": user_record}

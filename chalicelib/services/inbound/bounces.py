@@ -25,8 +25,6 @@ from sqlalchemy.orm import Session
 from chalicelib import errors, statuses
 from chalicelib.db.models import Message
 from chalicelib.services.inbound import return_path
-from chalicelib.shapes import builds
-from chalicelib.shapes import messaging as shape
 
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
@@ -156,25 +154,3 @@ def find(db: Session, server_id: int, bounce_id: int) -> Message:
     return bounce
 
 
-@builds(shape.Bounce)
-def record(db: Session, bounce: Message) -> dict:
-    report = (bounce.metadata_json or {}).get("dsn") or {}
-    original = db.get(Message, bounce.original_message_id) if bounce.original_message_id else None
-    return {"id": bounce.id, "token": bounce.token, "scope": bounce.scope, "bounce": True,
-            "rcpt_to": bounce.rcpt_to, "mail_from": bounce.mail_from, "subject": bounce.subject,
-            "size": bounce.size, "status_code": report.get("status"),
-            "action": report.get("action"), "bounce_type": report.get("type"),
-            "category": report.get("category"),
-            "diagnostic": report.get("diagnostic"),
-            "final_recipient": report.get("final_recipient"),
-            "remote_mta": report.get("remote_mta"), "reporting_mta": report.get("reporting_mta"),
-            "original_message_id": bounce.original_message_id,
-            "original_message": None if original is None else {
-                "id": original.id, "token": original.token, "rcpt_to": original.rcpt_to,
-                "mail_from": original.mail_from, "subject": original.subject,
-                "status": original.status},
-            "complaint": None if report.get("type") != "complaint" else {
-                k: report.get(k) for k in (
-                    "feedback_type", "user_agent", "original_mail_from", "original_rcpt_to",
-                    "arrival_date", "source_ip", "reported_domain")},
-            "created_at": bounce.created_at}

@@ -35,9 +35,9 @@ DEVELOPMENT = ("the server is in Development mode, where nothing is delivered; s
                "Live first")
 
 
-def transition(db: Session, server_id: int, ids: list[int], statuses: tuple[str, ...],
+def transition(db: Session, server_id: int, ids: list[int], from_statuses: tuple[str, ...],
                values: dict, *conditions) -> list[int]:
-    """Move the messages ``ids`` of the server that are in one of ``statuses`` (and meet
+    """Move the messages ``ids`` of the server that are in one of ``from_statuses`` (and meet
     ``conditions``) to ``values``, counting the change in the statistics; returns the ids
     that moved. Messages claimed by a live worker are never touched."""
     if not ids:
@@ -45,7 +45,7 @@ def transition(db: Session, server_id: int, ids: list[int], statuses: tuple[str,
     moved: list[int] = []
     deltas: Counter = Counter()
     now = clock.now()
-    for status in statuses:
+    for status in from_statuses:
         rows = db.execute(
             update(Message)
             .where(Message.id.in_(ids), Message.server_id == server_id,
@@ -56,8 +56,8 @@ def transition(db: Session, server_id: int, ids: list[int], statuses: tuple[str,
                        Message.tag, Message.created_at)
             .execution_options(synchronize_session=False)).all()
         for row in rows:
-            before = ("outgoing", status, row.bounce, status == statuses.HELD, row.stream_id, row.tag,
-                      row.created_at)
+            before = ("outgoing", status, row.bounce, status == statuses.HELD, row.stream_id,
+                      row.tag, row.created_at)
             after = ("outgoing", values.get("status", status), row.bounce, row.held,
                      row.stream_id, row.tag, row.created_at)
             counters.message_change(server_id, before, after, deltas)
@@ -66,16 +66,16 @@ def transition(db: Session, server_id: int, ids: list[int], statuses: tuple[str,
     return moved
 
 
-def requeue(db: Session, server_id: int, ids: list[int], statuses: tuple[str, ...],
+def requeue(db: Session, server_id: int, ids: list[int], from_statuses: tuple[str, ...],
             reason: str) -> list[int]:
     """Held/HardFail -> Pending, due now, woken after the commit."""
-    moved = transition(db, server_id, ids, statuses, {
+    moved = transition(db, server_id, ids, from_statuses, {
         "status": statuses.PENDING, "held": False, "status_details": reason, "attempts": 0,
         "next_attempt_at": clock.now()})
     if moved:
         from chalicelib.db import after_commit
 
-        after_commit(db, lambda: queues.enqueue_many("deliveries", moved))
+        after_commit(db, lambda: queues.enqueue_many(queues.DELIVERIES, moved))
     return moved
 
 

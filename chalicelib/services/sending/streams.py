@@ -19,8 +19,6 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors
 from chalicelib.db.models import Server, Stream
 from chalicelib.services.organizations.organizations import unique_permalink
-from chalicelib.shapes import builds
-from chalicelib.shapes import messaging as shape
 
 STREAM_TYPES = ("transactional", "broadcast")
 
@@ -124,11 +122,3 @@ def unarchive(stream: Stream) -> Stream:
     return stream
 
 
-@builds(shape.Stream)
-def record(stream: Stream) -> dict:
-    return {"id": stream.id, "name": stream.name, "permalink": stream.permalink,
-            "stream_type": stream.stream_type, "description": stream.description,
-            "list_unsubscribe": stream.stream_type == "broadcast" or stream.list_unsubscribe,
-            "default": stream.is_default, "archived": stream.archived_at is not None,
-            "archived_at": stream.archived_at, "created_at": stream.created_at,
-            "updated_at": stream.updated_at}

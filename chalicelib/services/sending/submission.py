@@ -463,7 +463,7 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
     for message_id, row in zip(ids, rows):  # sent together after the commit (queues.py)
         if not row["held"]:
             wait = max(0.0, (row["next_attempt_at"] - now).total_seconds())
-            queues.enqueue_after_commit(db, "deliveries", message_id,
+            queues.enqueue_after_commit(db, queues.DELIVERIES, message_id,
                                         min(wait, queues.SQS_MAX_DELAY))
     for index, sub_id in zip(entries, sub_ids):
         results[index] = {"message_id": sub_id, "recipients": []}

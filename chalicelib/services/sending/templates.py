@@ -151,15 +151,3 @@ def render(template: Template, model, unsaved: dict | None = None) -> dict:
         raise errors.ValidationError(f"template_model: {exc}", field="template_model") from None
 
 
-@builds(shape.Template)
-def record(template: Template, *, bodies: bool = True) -> dict:
-    """The template as shown; list answers leave the bodies out (``bodies=False``) so a page
-    of large templates stays small."""
-    data = {"id": template.id, "name": template.name, "permalink": template.permalink,
-            "subject": template.subject, "archived": template.archived_at is not None,
-            "archived_at": template.archived_at, "created_at": template.created_at,
-            "updated_at": template.updated_at}
-    if bodies:
-        data["html_body"] = template.html_body
-        data["text_body"] = template.text_body
-    return data

@@ -1,10 +1,18 @@
-"""Records of management resources in responses (the spec leaves them open; we follow what
-Postal's and Postmark's users know). One function per resource, each built to its shape in
+"""Records of management resources in answers (the spec leaves them open; we follow what
+Postal's and Postmark's users know): organizations, servers, domains, credentials, IP pools,
+admin keys, suppressions, webhooks and their requests, routes. Shapes in
 chalicelib/shapes/management.py."""
 from __future__ import annotations
 
+import json
+
+from sqlalchemy.orm import Session
+
 from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
-                                  Server)
+                                  Route, Server, Suppression, Webhook, WebhookRequest,
+                                  WebhookRequestLog)
+from chalicelib.services.inbound import routes
+from chalicelib.services.webhooks import hooks
 from chalicelib.services.dkim import keys as dkim_keys
 from chalicelib.services.domains import names as domain_names, records as domain_records
 from chalicelib import shapes
@@ -101,3 +109,49 @@ def admin_api_key(key: AdminApiKey, secret: str | None = None) -> dict:
     if secret is not None:
         record["key"] = secret  # only in the creation answer
     return record
+
+
+@builds(shape.Suppression)
+def suppression(s: Suppression) -> dict:
+    # ``source`` repeats ``origin`` for clients written before origins had that name.
+    return {"id": s.id, "address": s.address, "reason": s.reason, "details": s.details,
+            "stream": s.stream.permalink if s.stream_id and s.stream else None,
+            "origin": s.origin, "source": s.origin,
+            "created_at": s.created_at, "expires_at": s.expires_at}
+
+
+@builds(shape.Webhook)
+def webhook(webhook: Webhook) -> dict:
+    return {"id": webhook.id, "uuid": webhook.uuid, "name": webhook.name, "url": webhook.url,
+            "events": list(webhook.events or []), "sign": webhook.sign,
+            "enabled": webhook.enabled, "headers": hooks.masked_headers(webhook),
+            "last_used_at": webhook.last_used_at, "created_at": webhook.created_at,
+            "updated_at": webhook.updated_at}
+
+
+@builds(shape.WebhookRequest)
+def webhook_request(row: WebhookRequest) -> dict:
+    return {"id": row.id, "event": row.event, "uuid": row.uuid, "message_id": row.message_id,
+            "attempts": row.attempts, "next_attempt_at": row.next_attempt_at,
+            "in_progress": row.locked_by is not None, "created_at": row.created_at,
+            "payload": json.loads(row.body)}
+
+
+@builds(shape.WebhookLog)
+def webhook_log(entry: WebhookRequestLog) -> dict:
+    return {"id": entry.id, "event": entry.event, "uuid": entry.uuid, "url": entry.url,
+            "attempt": entry.attempt, "status_code": entry.status_code,
+            "success": entry.success, "response_body": entry.response_body,
+            "error": entry.error, "duration_ms": entry.duration_ms,
+            "will_retry": entry.will_retry, "next_attempt_at": entry.next_attempt_at,
+            "created_at": entry.created_at}
+
+
+@builds(shape.Route)
+def route(db: Session, route: Route) -> dict:
+    domain = routes.domain_name(db, route)
+    return {"id": route.id, "uuid": route.uuid, "name": route.name, "domain": domain,
+            "address": f"{route.name}@{domain}", "mode": route.mode, "endpoint": route.endpoint,
+            "created_at": route.created_at, "updated_at": route.updated_at}
+
+

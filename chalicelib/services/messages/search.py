@@ -1,0 +1,72 @@
+"""Finding a server's messages: the filtered list (newest first), one message with its
+history and attempts, and its raw source."""
+from __future__ import annotations
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from chalicelib import errors
+from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
+
+
+def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
+              status: str | None = None, tag: str | None = None, stream: str | None = None,
+              bounce_category: str | None = None, query: str | None = None):
+    """The server's messages matching every filter given; ``stream`` is a permalink (an
+    unknown one matches nothing), ``query`` text in the subject, recipient or sender."""
+    stmt = select(Message).where(Message.server_id == server_id)
+    if scope:
+        stmt = stmt.where(Message.scope == scope)
+    if status:
+        stmt = stmt.where(Message.status == status)
+    if tag:
+        stmt = stmt.where(Message.tag == tag)
+    if stream:
+        stream_id = db.scalar(select(Stream.id).where(Stream.server_id == server_id,
+                                                      Stream.permalink == stream))
+        stmt = stmt.where(Message.stream_id == stream_id) if stream_id else stmt.where(False)
+    if bounce_category:
+        stmt = stmt.where(Message.bounce_category == bounce_category)
+    if query:
+        stmt = stmt.where(or_(*(column.icontains(query, autoescape=True) for column in
+                                (Message.subject, Message.rcpt_to, Message.mail_from))))
+    return stmt.order_by(Message.id.desc())
+
+
+def stream_permalinks(db: Session, stream_ids) -> dict[int, str]:
+    """Stream id -> permalink, for the streams of the messages about to be shown."""
+    ids = {i for i in stream_ids if i is not None}
+    if not ids:
+        return {}
+    return dict(db.execute(select(Stream.id, Stream.permalink).where(Stream.id.in_(ids))).all())
+
+
+def find(db: Session, server_id: int, message_id: int) -> Message:
+    message = db.get(Message, message_id)
+    if message is None or message.server_id != server_id:
+        raise errors.NotFound(f"no message {message_id} on this server")
+    return message
+
+
+def deliveries(db: Session, message: Message) -> list[Delivery]:
+    """The message's delivery attempts, oldest first."""
+    return list(db.scalars(select(Delivery).where(Delivery.message_id == message.id)
+                           .order_by(Delivery.id)))
+
+
+def history(db: Session, message: Message) -> list[MessageEvent]:
+    """The message's events, oldest first."""
+    return list(db.scalars(select(MessageEvent).where(MessageEvent.message_id == message.id)
+                           .order_by(MessageEvent.id)))
+
+
+def raw_source(db: Session, message: Message) -> tuple[bytes, bool]:
+    """(bytes, signed): the exact bytes sent once an attempt was made, else the stored
+    source."""
+    sent = db.get(MessageRaw, message.id)
+    if sent is not None:
+        return sent.raw, True
+    if message.submission_id is not None:
+        return db.scalar(select(Submission.raw).where(Submission.id == message.submission_id)), \
+            False
+    raise errors.NotFound(f"message {message.id} has no stored source")
