@@ -2,7 +2,7 @@
 ``framework.ENDPOINTS`` (path, method, auth, the pydantic body model a handler validates with,
 success status) and the url prefix of each blueprint from ``api.blueprints()``. Nothing here
 is written by hand per endpoint, so the document cannot silently drift from the code; the
-committed ``openapi.json`` is checked against this generator by ``tests/unit/test_openapi.py``.
+committed ``openapi.json`` is checked against this generator by ``tests/api/test_openapi.py``.
 
 Served at ``GET /api/v2/openapi.json`` (outside the envelope, as OpenAPI tools expect) and
 printed by ``python -m chalicelib.api.openapi > openapi.json``.

@@ -165,7 +165,7 @@ def test_single_sign_on_through_a_real_provider_lands_signed_in(console, stack, 
     if oidc_support.node_path() is None:
         pytest.skip("Node.js is needed for the test OpenID provider")
     oidc_support.ensure_installed()
-    # Its own account: tests/e2e/test_sso.py expects "alice" to be created by its own run.
+    # Its own account: tests/accounts/test_sso.py expects "alice" to be created by its own run.
     accounts = {"ada": {"email": "ada.sso@example.com", "email_verified": True,
                         "name": "Ada Lovelace", "given_name": "Ada", "family_name": "Lovelace"}}
     with oidc_support.start_provider(stack.base_url + "/api/v2/auth/oidc/callback",

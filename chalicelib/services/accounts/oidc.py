@@ -1,5 +1,9 @@
 """OpenID Connect single sign-on: the relying-party (client) side.
 
+Why one module of ~560 lines: it is one protocol client (discovery, PKCE, the token
+exchange, ID token validation against the provider's JWKS, their caches), written and tested
+as a unit; nothing else in the service speaks OIDC.
+
 Authorization code flow with PKCE (S256), for confidential clients
 (``client_secret_basic`` / ``client_secret_post``) and public clients
 (``client_secret=None``). Plain functions, no web framework:

@@ -34,7 +34,7 @@ so when an explicit ``timestamp`` is requested the override rewrites the
 ``t=`` tag in the tag list it is handed, before anything is folded or hashed.
 
 The pinned dkimpy version is 1.1.8 (requirements.txt).  If dkimpy is upgraded,
-the byte-identity tests in ``tests/unit/test_dkim_signing.py`` are the guard
+the byte-identity tests in ``tests/dkim/test_signer.py`` are the guard
 that the override still mirrors ``DomainSigner.gen_header``.
 
 Key handling

@@ -87,7 +87,7 @@ def write(db: Session, server_id: int, now, sub_rows: list[dict], rows: list[dic
 @functools.lru_cache(maxsize=32)
 def _statement(columns: tuple, items: int):
     # The dialect module is imported by the first send, not at cold start (importing it is
-    # ~25 ms of app.py's import; tests/unit/test_cold_start.py).
+    # ~25 ms of app.py's import; tests/api/test_cold_start.py).
     from sqlalchemy.dialects.postgresql import ARRAY
 
     subs, msgs = Submission.__table__, Message.__table__

@@ -9,6 +9,10 @@ others after commit. A queue message carries only the Message id, never a body.
 
 Work is split in two phases so that a batch validates every entry on its own and then writes
 all valid entries in bulk: ``prepare`` (validation + MIME, raises ServiceError) and ``store``.
+
+Why one module of ~570 lines: it is the one door into the pipeline, and the HTTP and SMTP
+paths share every check in it (From and originator authorization, size, tag, schedule,
+the per-recipient context query); split in two, each half would import the other's checks.
 """
 from __future__ import annotations
 

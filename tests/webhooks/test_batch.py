@@ -1,0 +1,108 @@
+"""Webhook deliveries in batches (services/webhooks/batch.py): one claim and one transaction
+for the batch on PostgreSQL, events of one message kept in order, a killed worker leaves
+every row due again."""
+from __future__ import annotations
+
+import pytest
+
+from chalicelib import queues
+from chalicelib.services.webhooks import batch as webhook_batch
+from chalicelib.services.webhooks import deliver as single
+from tests.conftest import TEST_DATABASE_URL
+from tests.webhooks.helpers import create_webhook, emit, log_rows, make_message, queue_rows
+from tests.receivers import Receiver
+
+postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
+                                   reason="the batch's single transaction is PostgreSQL's")
+
+
+class WorkerDied(BaseException):
+    pass
+
+
+class _Dropped:
+    def send(self, queue, body, delay_seconds=0):
+        pass
+
+
+@pytest.fixture
+def private_targets(monkeypatch):
+    monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "true")
+
+
+def _events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
+    """Emit ``plan`` ((message index, event) in order) with the stack's wake-ups dropped, so
+    only the test's batch delivers; returns the queue row ids in emission order."""
+    messages: dict[int, int] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(queues, "_port", _Dropped())
+        for index, event in plan:
+            if index not in messages:
+                messages[index] = make_message(tenant)
+            emit(messages[index], event)
+    return sorted(row.id for row in queue_rows(hook_id))
+
+
+def test_a_batch_delivers_every_row_once_in_order(api, tenant, private_targets):
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+        ids = _events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
+                                           (0, "MessageSent"), (2, "MessageHeld")])
+        results = webhook_batch.process_batch(ids + [ids[1], 99999999])
+        assert [results[i] for i in ids] == ["delivered"] * 4 and results[99999999] == "gone"
+        rx.wait_for(4)
+        assert rx.events() == ["MessageDelayed", "MessageSent", "MessageSent", "MessageHeld"]
+        assert queue_rows(hook["id"]) == []
+        assert [(r.attempt, r.success) for r in log_rows(hook["id"])] == [(1, True)] * 4
+        assert webhook_batch.process_batch(ids) == {i: "gone" for i in ids}
+        assert len(rx.requests) == 4
+
+
+@postgres_only
+def test_a_failed_event_keeps_the_later_events_of_its_message_behind_it(
+        api, tenant, private_targets):
+    with Receiver([500, 200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+        first, later, other = _events(tenant, hook["id"], [
+            (0, "MessageDelayed"), (0, "MessageSent"), (1, "MessageSent")])
+        results = webhook_batch.process_batch([first, later, other])
+        assert results == {first: "retry", later: "after-earlier-event", other: "delivered"}
+        # Two requests: the failed first event, then the other message's; not the later one.
+        assert rx.events() == ["MessageDelayed", "MessageSent"]
+        rows = {row.id: row for row in queue_rows(hook["id"])}
+        assert set(rows) == {first, later}
+        sent_to = [r.json()["payload"]["message"]["id"] for r in rx.requests]
+        assert sent_to[0] == rows[first].message_id != sent_to[1]
+        assert rows[later].attempts == 0  # never tried: it was not sent before the first
+        assert rows[later].next_attempt_at >= rows[first].next_attempt_at
+
+
+@postgres_only
+def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, private_targets,
+                                                               monkeypatch):
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+        ids = _events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
+        real = single._attempt_job
+        calls = []
+
+        def attempt_then_die(job, settings):
+            outcome = real(job, settings)
+            calls.append(job)
+            if len(calls) == 3:
+                raise WorkerDied()
+            return outcome
+
+        monkeypatch.setattr(single, "_attempt_job", attempt_then_die)
+        with pytest.raises(WorkerDied):
+            webhook_batch.process_batch(ids)
+        monkeypatch.setattr(single, "_attempt_job", real)
+        # Nothing of the batch was recorded: every row is due again, unlocked, untried.
+        rows = queue_rows(hook["id"])
+        assert sorted(r.id for r in rows) == ids
+        assert all(r.attempts == 0 and r.locked_by is None for r in rows)
+        assert log_rows(hook["id"]) == []
+        assert len(rx.requests) == 3  # at least once: these three will be sent again
+        assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
+        assert queue_rows(hook["id"]) == []
+        assert len(log_rows(hook["id"])) == 4
