@@ -431,7 +431,7 @@ def get_settings() -> Settings:
 
 
 def markdown_table() -> str:
-    """The README's configuration table (``python -m chalicelib.config``)."""
+    """docs/configuration.md's table of every key (``python -m chalicelib.config``)."""
     lines = ["| Environment variable | Spec key | Default | Meaning |", "|---|---|---|---|"]
     for key in KEYS:
         default = key.default if key.default != "" else "(empty)"

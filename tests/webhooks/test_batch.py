@@ -83,7 +83,7 @@ def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, priva
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
         ids = _events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
-        real = single._attempt_job
+        real = single.attempt_job
         calls = []
 
         def attempt_then_die(job, settings):
@@ -93,10 +93,10 @@ def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, priva
                 raise WorkerDied()
             return outcome
 
-        monkeypatch.setattr(single, "_attempt_job", attempt_then_die)
+        monkeypatch.setattr(single, "attempt_job", attempt_then_die)
         with pytest.raises(WorkerDied):
             webhook_batch.process_batch(ids)
-        monkeypatch.setattr(single, "_attempt_job", real)
+        monkeypatch.setattr(single, "attempt_job", real)
         # Nothing of the batch was recorded: every row is due again, unlocked, untried.
         rows = queue_rows(hook["id"])
         assert sorted(r.id for r in rows) == ids

@@ -1,6 +1,6 @@
 """The authentication audit trail (AuthEvent rows; GET /api/v2/admin/auth_events).
 
-Event names (stable, documented in the README):
+Event names (stable; docs/accounts.md and docs/operating.md describe them):
 login, login_failed, lockout, logout, registration, password_changed, email_changed,
 email_change_failed, password_reset_requested,
 password_reset_issued, password_reset_completed, totp_enrolled, totp_enabled, totp_disabled,

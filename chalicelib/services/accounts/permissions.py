@@ -1,7 +1,7 @@
 """Who may do what: the permission matrix, enforced here and nowhere else.
 
 Admin API keys have full access. Instance admins (users with ``admin``) have full access.
-Other users act inside their organizations according to their role. The README's permission
+Other users act inside their organizations according to their role. docs/accounts.md's permission
 matrix is generated from ``ACTIONS`` (keep them in step).
 """
 from __future__ import annotations
