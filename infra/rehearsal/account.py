@@ -52,7 +52,14 @@ class Account:
         self.secret_arns: dict[str, str] = {}
 
     def client(self, service: str):
-        return self.session.client(service, endpoint_url=self.endpoint)
+        """A client of the simulator. Lambda's makes one attempt with a long read timeout:
+        an Invoke is never repeated behind the caller's back (a killed invocation answers
+        500 in moto, which botocore would otherwise retry, running the batch again)."""
+        from botocore.config import Config
+
+        config = Config(retries={"total_max_attempts": 1}, read_timeout=960,
+                        connect_timeout=10) if service == "lambda" else None
+        return self.session.client(service, endpoint_url=self.endpoint, config=config)
 
     def _secrets(self, template: dict) -> dict[str, str]:
         """The template's secrets, by resource name -> ARN, made through the API."""
