@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-sqlite test-postgres migrate migration bench clean
+.PHONY: install run test test-sqlite test-postgres migrate migration bench clean rehearse
 
 # Progress is shown step by step, then pip's own line per package (a fresh clone takes about
 # a minute: silence there looked like a hang).
@@ -41,6 +41,11 @@ test: install
 
 test-sqlite: install
 	env -u TEST_DATABASE_URL $(PY) -m pytest $(PYTEST_ARGS)
+
+## A deploy rehearsed end to end on a simulated AWS, offline (docs/deploying-rehearsal.md);
+## REHEARSE_SERVE=1 leaves it serving. Needs root's docker.io, busybox-static, debootstrap.
+rehearse: install
+	$(PY) infra/rehearsal/rehearse.py
 
 migrate: install
 	$(PY) -m chalicelib.db.migrate

@@ -307,8 +307,11 @@ def middleware(event: Any, get_response: Callable) -> Any:
             return get_response(event)
         name = getattr(getattr(event, "context", None), "function_name", None) or service()
         with tracer.provider.in_subsegment(f"## {name}") as subsegment:
-            subsegment.put_annotation("handler", name)
-            subsegment.put_annotation("correlation_id", _context.get()["correlation_id"])
+            # None when there is no segment to hang it on (no trace id: outside Lambda, or a
+            # runtime without X-Ray); the invocation runs all the same, untraced.
+            if subsegment is not None:
+                subsegment.put_annotation("handler", name)
+                subsegment.put_annotation("correlation_id", _context.get()["correlation_id"])
             return get_response(event)
     finally:
         unbind(token)

@@ -22,6 +22,13 @@
 # Needs: aws CLI v2, docker, openssl, python3 with requirements-dev.txt installed (chalice).
 # Parameters of the infra stack: infra/params-<stage>.env (KEY=value lines, see
 # infra/params.example.env). The release tag defaults to the git commit.
+#
+# Rehearsal (`make rehearse`, infra/rehearsal/): the same script against a simulated AWS
+# (AWS_ENDPOINT_URL). INFRA_TEMPLATE names the template to apply (default infra/template.yaml;
+# the rehearsal applies the part of it the simulator can create) and REHEARSAL=1 leaves out
+# the gateway image's build and push (no registry there; the rehearsal runs the gateway from
+# the deployed code); BUILD_DIR keeps the build (project, package) where the rehearsal
+# reads it. Nothing else changes.
 set -euo pipefail
 
 STAGE="${1:?usage: infra/deploy.sh dev|prod}"
@@ -32,9 +39,16 @@ STATE_BUCKET="${STATE_BUCKET:?set STATE_BUCKET: the S3 bucket that keeps the Cha
 REPO="${GATEWAY_IMAGE_REPO:?set GATEWAY_IMAGE_REPO: the ECR repository of the SMTP gateway image}"
 TAG="${RELEASE_TAG:-$(git -C "$ROOT" rev-parse --short HEAD)}"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
+INFRA_TEMPLATE="${INFRA_TEMPLATE:-$ROOT/infra/template.yaml}"
+REHEARSAL="${REHEARSAL:-0}"
 CHALICE="${CHALICE:-$(dirname "$PYTHON")/chalice}"
-BUILD="$(mktemp -d)"
-trap 'rm -rf "$BUILD"' EXIT
+if [ -n "${BUILD_DIR:-}" ]; then  # kept: the rehearsal checks the deployed code against it
+  BUILD="$BUILD_DIR"
+  mkdir -p "$BUILD"
+else
+  BUILD="$(mktemp -d)"
+  trap 'rm -rf "$BUILD"' EXIT
+fi
 log() { printf '\n==> %s\n' "$*"; }
 
 stack_output() {
@@ -50,7 +64,7 @@ current_gateway_image() {
 
 deploy_infra() {  # $1: gateway image to run
   # shellcheck disable=SC2046  # one KEY=value override per line of the params file
-  aws cloudformation deploy --stack-name "$STACK" --template-file "$ROOT/infra/template.yaml" \
+  aws cloudformation deploy --stack-name "$STACK" --template-file "$INFRA_TEMPLATE" \
     --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
     --parameter-overrides Stage="$STAGE" GatewayImage="$1" $(grep -Ev '^\s*(#|$)' "$PARAMS_FILE")
 }
@@ -76,9 +90,13 @@ invoke_migrate() {
   fi
 }
 
-log "building and pushing the gateway image $REPO:$TAG"
-docker build -f "$ROOT/smtp-gateway/Dockerfile" -t "$REPO:$TAG" "$ROOT"
-docker push "$REPO:$TAG"
+if [ "$REHEARSAL" = 1 ]; then
+  log "rehearsal: the gateway image $REPO:$TAG is neither built nor pushed (no registry)"
+else
+  log "building and pushing the gateway image $REPO:$TAG"
+  docker build -f "$ROOT/smtp-gateway/Dockerfile" -t "$REPO:$TAG" "$ROOT"
+  docker push "$REPO:$TAG"
+fi
 
 log "infra stack $STACK (the gateway keeps its current image)"
 PREVIOUS_IMAGE="$(current_gateway_image)"

@@ -117,6 +117,32 @@ def test_tracing_wraps_each_invocation_in_a_subsegment():
                                      "correlation_id": "req-42"}
 
 
+NO_SEGMENT = r"""
+import json, os
+for name in ("_X_AMZN_TRACE_ID", "LAMBDA_TASK_ROOT", "AWS_XRAY_CONTEXT_MISSING"):
+    os.environ.pop(name, None)
+os.environ.update(TRACING="true", AWS_DEFAULT_REGION="us-east-1")
+from chalicelib import observability
+
+class Context:
+    aws_request_id, function_name = "req-7", "sweep"
+
+class Event:
+    context = Context()
+
+print(json.dumps({"result": observability.middleware(Event(), lambda event: "done")}))
+"""
+
+
+def test_an_invocation_without_a_trace_segment_runs_untraced():
+    """No X-Ray segment to hang the subsegment on (no trace id): the X-Ray SDK hands back
+    None, and the invocation must run all the same (it crashed on put_annotation)."""
+    out = subprocess.run([sys.executable, "-c", NO_SEGMENT], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"result": "done"}
+
+
 HTTP_UNTRACED = r"""
 import json, os, sys
 os.environ.update(TRACING="true")
