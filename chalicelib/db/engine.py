@@ -25,6 +25,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 
 if TYPE_CHECKING:
     import ssl
@@ -184,18 +185,50 @@ def _pipeline_pg8000_statements() -> None:
     description is read as it arrives), so send Parse, Describe, Bind, Execute, Sync at once
     and read the answers in one go, as libpq's PQexecParams does: one round trip. An error
     at any step makes the server skip to the Sync and answer ErrorResponse, ReadyForQuery,
-    which handle_messages raises as before. COPY (a stream) keeps the original path."""
+    which handle_messages raises as before. COPY (a stream) keeps the original path.
+
+    The tenant a statement acts for (db/tenancy.py sets ``tenancy_prelude`` on the
+    connection just before it) goes in the same write: Parse, Bind, Execute of
+    ``tenancy.PRELUDE_SQL`` in front of the statement, before the one Sync, so it shares the
+    statement's transaction even in autocommit mode and costs no round trip. Its answer (no
+    row) is read first; if it fails, the server skipped the statement and the error is
+    raised."""
     from pg8000 import core
+
+    from chalicelib.db import tenancy
 
     if not _pg8000_is_patchable():
         return
     original = core.CoreConnection.execute_unnamed
     if getattr(original, "pipelined", False):
         return
+    original_simple = core.CoreConnection.execute_simple
+    prelude_sql = tenancy.PRELUDE_SQL
+
+    def send_prelude(self, statement: str):
+        prelude = getattr(self, "tenancy_prelude", None)
+        if prelude is None or statement in _TRANSACTION_CONTROL:
+            return None
+        if not self.autocommit:  # once per transaction; autocommit: every statement of a batch
+            self.tenancy_prelude = None
+        self.send_PARSE(core.NULL_BYTE, prelude_sql, ())
+        self.send_BIND(core.NULL_BYTE, core.make_params(self.py_types, prelude))
+        self.send_EXECUTE()
+        return core.Context(prelude_sql)
+
+    def read_prelude(self, context) -> None:
+        while True:
+            code, data_len = core.ci_unpack(core._read(self._sock, 5))
+            self.message_types[code](core._read(self._sock, data_len - 4), context)
+            if code == core.COMMAND_COMPLETE:
+                return
+            if code == core.READY_FOR_QUERY:  # it failed: the statement was skipped
+                raise context.error or core.InterfaceError("the tenancy prelude failed")
 
     def execute_unnamed(self, statement, vals=(), oids=(), stream=None):
         if stream is not None:
             return original(self, statement, vals, oids, stream)
+        prelude = send_prelude(self, statement)
         context = core.Context(statement)
         self.send_PARSE(core.NULL_BYTE, statement, oids)
         self.send_DESCRIBE_STATEMENT(core.NULL_BYTE)
@@ -208,11 +241,27 @@ def _pipeline_pg8000_statements() -> None:
             if self._sock is None:
                 raise core.InterfaceError("connection is closed") from exc
             raise
+        if prelude is not None:
+            read_prelude(self, prelude)
         self.handle_messages(context)
         return context
 
+    def execute_simple(self, statement):
+        # A statement without parameters normally goes as a simple Query (which carries its
+        # own Sync); with a tenant to send it takes the pipelined path instead.
+        if getattr(self, "tenancy_prelude", None) is not None and \
+                statement not in _TRANSACTION_CONTROL:
+            return execute_unnamed(self, statement)
+        return original_simple(self, statement)
+
     execute_unnamed.pipelined = True  # type: ignore[attr-defined]
+    execute_unnamed.tenancy_prelude = True  # type: ignore[attr-defined]
     core.CoreConnection.execute_unnamed = execute_unnamed
+    core.CoreConnection.execute_simple = execute_simple
+
+
+# What pg8000 itself sends around statements: never with a tenant in front.
+_TRANSACTION_CONTROL = frozenset({"begin transaction", "commit", "rollback"})
 
 
 def get_engine(url: str | None = None) -> Engine:
@@ -222,8 +271,11 @@ def get_engine(url: str | None = None) -> Engine:
         with _lock:
             engine = _engines.get(url)
             if engine is None:
-                engine = _engines[url] = _create_engine(url)
-                _factories[url] = sessionmaker(engine, expire_on_commit=False)
+                engine = _create_engine(url)
+                factory = sessionmaker(engine, expire_on_commit=False)
+                if engine.dialect.name == "postgresql":
+                    tenancy.install(engine, factory)
+                _engines[url], _factories[url] = engine, factory
     return engine
 
 
@@ -240,7 +292,9 @@ def autocommit_engine(url: str | None = None) -> Engine | None:
         with _lock:
             engine = _autocommit_engines.get(url)
             if engine is None:
-                engine = _autocommit_engines[url] = _create_engine(url, autocommit=True)
+                engine = _create_engine(url, autocommit=True)
+                tenancy.install(engine, None)
+                _autocommit_engines[url] = engine
     return engine
 
 
