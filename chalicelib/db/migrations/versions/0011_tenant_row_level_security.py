@@ -1,0 +1,61 @@
+"""tenant isolation by row-level security (PostgreSQL)
+
+Every table holding a tenant's data gets row-level security, enabled and forced, with the
+policies of db/migrations/rls.py keyed on the tenant the transaction acts for (db/tenancy.py).
+The tables left out are listed, with the reason, in db/tenancy.NOT_TENANT_DATA. Nothing
+happens on SQLite.
+
+Revision ID: 0011
+Revises: 0007
+Create Date: 2026-11-26 07:00:00
+"""
+from chalicelib.db.migrations import rls
+
+revision = '0011'
+down_revision = '0007'
+branch_labels = None
+depends_on = None
+
+# A server's rows (a direct server_id column).
+SERVER_TABLES = (
+    "streams", "templates", "submissions", "messages", "message_events", "suppressions",
+    "domains", "credentials", "routes", "idempotency_keys", "send_limit_counters",
+    "bulk_jobs", "open_events", "click_events", "stat_counters", "webhooks",
+    "webhook_requests", "webhook_request_logs",
+)
+# Rows of a parent row of a server table (no server_id of their own).
+CHILD_TABLES = (
+    ("message_raws", "message_id", "messages"),
+    ("deliveries", "message_id", "messages"),
+    ("tracked_links", "message_id", "messages"),
+    ("dkim_keys", "domain_id", "domains"),
+    ("api_rate_buckets", "credential_id", "credentials"),
+)
+# A person's rows.
+PERSON_TABLES = ("user_sessions", "password_reset_tokens", "auth_events")
+
+
+def upgrade() -> None:
+    rls.install_functions()
+    rls.protect("organizations", rls.organization_rows("id"), rls.organization_of_servers("id"),
+                rls.organizations_of_person("id"))
+    rls.protect("servers", rls.own_server("id"), rls.organization_rows("organization_id"))
+    rls.protect("memberships", rls.organization_rows("organization_id"),
+                rls.person_rows("user_id"))
+    rls.protect("invitations", rls.organization_rows("organization_id"))
+    rls.protect("users", rls.person_rows("id"), rls.members("id"))
+    for table in PERSON_TABLES:
+        rls.protect(table, rls.person_rows("user_id"))
+    for table in SERVER_TABLES:
+        rls.protect(table, rls.server_rows("server_id"))
+    for table, column, parent in CHILD_TABLES:
+        rls.protect(table, rls.parent_rows(column, parent))
+
+
+def downgrade() -> None:
+    for table, _, _ in CHILD_TABLES:
+        rls.unprotect(table)
+    for table in (*SERVER_TABLES, *PERSON_TABLES, "users", "invitations", "memberships",
+                  "servers", "organizations"):
+        rls.unprotect(table)
+    rls.drop_functions()
