@@ -24,7 +24,7 @@ from aiosmtpd.smtp import MISSING, AuthResult
 
 from chalicelib import errors, observability
 from chalicelib.config import get_settings
-from chalicelib.db import session_scope
+from chalicelib.db import session_scope, tenancy
 from chalicelib.services.inbound import classify, receive as inbound
 from chalicelib.services.inbound.classify import Refusal
 from chalicelib.services.inbound.routes import RouteMatch
@@ -252,6 +252,7 @@ class SubmitUnit(GroupUnit):
     def run_group(cls, db, units: list["SubmitUnit"]) -> list[object]:
         from chalicelib.services.sending import submission
 
+        tenancy.act(db, tenancy.for_server(units[0].group))  # the AUTH credential's server
         results = submission.submit_parsed_many(db, units[0].group, [u.parsed for u in units],
                                                 source="smtp")
         return [r if isinstance(r, Exception) else f"250 2.0.0 OK queued as {r['message_id']}"
@@ -278,6 +279,8 @@ class InboundUnit(GroupUnit):
 
     @classmethod
     def run_group(cls, db, units: list["InboundUnit"]) -> list[object]:
+        # The servers of the routes found at RCPT ("inbound-mail", services/inbound/classify).
+        tenancy.act(db, tenancy.for_servers(m.server_id for u in units for m in u.mail.matches))
         inbound.receive_many(db, [u.mail for u in units])
         return [BOUNCED if all(m.mode == "bounce" for m in u.mail.matches) else "250 2.0.0 OK"
                 for u in units]

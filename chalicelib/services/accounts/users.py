@@ -2,6 +2,10 @@
 
 Failures that must outlive the failing request (failed-login counters, lockouts, audit rows)
 are committed before the error is raised (``audit.fail``).
+
+An address (login, a password-reset request) or a reset token names an account nobody is
+signed in as yet, an address must be unique among all accounts, and a new account belongs to
+no one: those steps look across tenants (db/tenancy.py, "account-lookup"), here only.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.models import Membership, PasswordResetToken, User, UserSession
 from chalicelib.services.accounts import audit, passwords, sessions, totp
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -43,7 +48,9 @@ def change_email(db: Session, user: User, value: str) -> str | None:
     email = normalize_email(value)
     if email == user.email_address:
         return None
-    if find_by_email(db, email) is not None:
+    with tenancy.across_tenants(db, "account-lookup"):  # unique among all accounts
+        taken = find_by_email(db, email) is not None
+    if taken:
         raise errors.ValidationError(f"email_address: an account for {email} already exists",
                                      field="email_address")
     old, user.email_address = user.email_address, email
@@ -68,7 +75,8 @@ def change_own_email(db: Session, user: User, value: str, current_password: str 
 
 def any_user_exists(db: Session) -> bool:
     """False only on a new installation (the console then offers its first-run page)."""
-    return bool(db.scalar(select(exists().where(User.id.isnot(None)))))
+    with tenancy.across_tenants(db, "account-lookup"):
+        return bool(db.scalar(select(exists().where(User.id.isnot(None)))))
 
 
 def frontend_link(path: str) -> str | None:
@@ -101,10 +109,11 @@ def register(db: Session, *, email: str, first_name: str, last_name: str, passwo
              client: audit.Client) -> tuple[User, UserSession, str]:
     if not get_settings().auth_allow_registration:
         raise errors.RegistrationDisabled("self-registration is disabled on this installation")
-    user = create_user(db, email=email, first_name=first_name, last_name=last_name,
-                       password=password)
-    audit.record(db, "registration", client, user=user)
-    return (user, *start_session(db, user, client))
+    with tenancy.across_tenants(db, "account-lookup"):
+        user = create_user(db, email=email, first_name=first_name, last_name=last_name,
+                           password=password)
+        audit.record(db, "registration", client, user=user)
+        return (user, *start_session(db, user, client))
 
 
 def start_session(db: Session, user: User, client: audit.Client) -> tuple[UserSession, str]:
@@ -198,6 +207,12 @@ def _refund_attempt(db: Session, user: User, mine) -> None:
 
 def login(db: Session, *, email: str, password: str, totp_code: str | None,
           client: audit.Client) -> tuple[User, UserSession, str]:
+    with tenancy.across_tenants(db, "account-lookup"):
+        return _login(db, email, password, totp_code, client)
+
+
+def _login(db: Session, email: str, password: str, totp_code: str | None,
+           client: audit.Client) -> tuple[User, UserSession, str]:
     try:
         email = normalize_email(email)
     except errors.ValidationError:
@@ -295,18 +310,25 @@ def request_password_reset(db: Session, email: str, client: audit.Client,
         email = normalize_email(email)
     except errors.ValidationError:
         email = (email or "").strip().lower()
-    user = find_by_email(db, email)
-    audit.record(db, "password_reset_requested", client, user=user, email=email[:255],
-                 success=user is not None)
-    answer: dict = {"message": RESET_REQUESTED}
-    if operator and user is not None:
-        answer.update(issue_password_reset(db, user, client, by="admin API key"))
+    with tenancy.across_tenants(db, "account-lookup"):
+        user = find_by_email(db, email)
+        audit.record(db, "password_reset_requested", client, user=user, email=email[:255],
+                     success=user is not None)
+        answer: dict = {"message": RESET_REQUESTED}
+        if operator and user is not None:
+            answer.update(issue_password_reset(db, user, client, by="admin API key"))
     return answer
 
 
 def complete_password_reset(db: Session, *, token: str, password: str,
                             client: audit.Client) -> User:
     passwords.validate_new(password)
+    with tenancy.across_tenants(db, "account-lookup"):
+        return _complete_password_reset(db, token, password, client)
+
+
+def _complete_password_reset(db: Session, token: str, password: str,
+                             client: audit.Client) -> User:
     row = db.scalar(select(PasswordResetToken)
                     .where(PasswordResetToken.token_hash == hash_secret(token or "")))
     now = clock.now()

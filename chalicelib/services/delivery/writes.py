@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, bindparam, cast, insert, literal, select, uni
 from sqlalchemy.sql.selectable import CTE
 
 from chalicelib import statuses
-from chalicelib.db import counters
+from chalicelib.db import counters, tenancy
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, WebhookRequest
 from chalicelib.services.webhooks import payload
@@ -183,5 +183,5 @@ def _single(db, stmt, params: dict, keep=None):
         else:
             db.rollback()
         return rows
-    with autocommit.connect() as conn:
+    with tenancy.connect(autocommit, tenancy.current(db)) as conn:  # the claimed rows' servers
         return conn.execute(stmt, params).all()

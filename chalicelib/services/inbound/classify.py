@@ -7,6 +7,11 @@ spam complaint), the return path of an outgoing message (a bounce, or a complain
 mail is a feedback report), or an address an inbound route of a verified domain matches.
 Everything else is refused (``Refusal``): the gateway is never an open relay. The SMTP
 handler turns a refusal into its reply; nothing here speaks SMTP.
+
+Mail at the MX comes from no tenant: its recipient address names the route (and so the
+server), the return path or unsubscribe address the message it answers. Both steps here look
+across tenants (db/tenancy.py, "inbound-mail"); mail whose every recipient is a route is
+stored acting for the routes' servers (smtp/handler.py).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import enum
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.services.inbound import bounces, complaints, receive as inbound, return_path, routes
 from chalicelib.services.inbound.routes import RouteMatch
 from chalicelib.services.suppressions import unsubscribe
@@ -40,6 +46,11 @@ Target = Unsubscribe | str | RouteMatch
 
 def classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
     """(refusal, None) or (None, target) for one recipient."""
+    with tenancy.across_tenants(db, "inbound-mail"):
+        return _classify(db, address)
+
+
+def _classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
     message_id = unsubscribe.message_id_from_address(address)
     if message_id is not None:
         if unsubscribe.unsubscribable(db, message_id):
@@ -70,6 +81,12 @@ def receive(db: Session, *, mail_from: str, rcpt_tos: list[str], targets: dict[s
             raw: bytes) -> bool:
     """Act on one message for each of its recipients' targets. True when every recipient is
     a route in mode ``bounce`` (the message is then refused after it was stored)."""
+    with tenancy.across_tenants(db, "inbound-mail"):
+        return _receive(db, mail_from, rcpt_tos, targets, raw)
+
+
+def _receive(db: Session, mail_from: str, rcpt_tos: list[str], targets: dict[str, Target],
+             raw: bytes) -> bool:
     for rcpt in rcpt_tos:
         target = targets.get(rcpt)
         if isinstance(target, Unsubscribe):

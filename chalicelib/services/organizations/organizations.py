@@ -1,10 +1,15 @@
-"""Organizations and their servers."""
+"""Organizations and their servers.
+
+A new organization belongs to no tenant until it exists, and its permalink is unique among
+all organizations: creating one looks across tenants (db/tenancy.py, "create-organization");
+a user who creates one then acts for it, as its owner."""
 from __future__ import annotations
 
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
+from chalicelib.db import tenancy
 from chalicelib.db.models import IPPool, Membership, Organization, Server, Stream
 from chalicelib.services.accounts import permissions
 from chalicelib.services.security.tokens import PERMALINK, slugify
@@ -32,16 +37,19 @@ def unique_permalink(db: Session, wanted: str | None, name: str, taken) -> str:
 
 def create_organization(db: Session, principal, *, name: str, permalink: str | None = None,
                         time_zone: str = "UTC") -> Organization:
-    permalink = unique_permalink(
-        db, permalink, name,
-        lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
-    org = Organization(name=name, permalink=permalink, time_zone=time_zone)
-    db.add(org)
-    db.flush()
-    if principal.user is not None:  # a user creator becomes owner
-        db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
+    with tenancy.across_tenants(db, "create-organization"):
+        permalink = unique_permalink(
+            db, permalink, name,
+            lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
+        org = Organization(name=name, permalink=permalink, time_zone=time_zone)
+        db.add(org)
         db.flush()
-        db.refresh(principal.user, ["memberships"])
+        if principal.user is not None:  # a user creator becomes owner
+            db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
+            db.flush()
+            db.refresh(principal.user, ["memberships"])
+    if principal.user is not None and not permissions.is_full_access(principal):
+        tenancy.act(db, tenancy.for_organization(org.id, principal.user.id))
     return org
 
 
