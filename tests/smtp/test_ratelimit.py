@@ -9,11 +9,10 @@ import pytest
 from sqlalchemy import select
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import SmtpAuthFailure
 from chalicelib.services.messages import retention
 from chalicelib.smtp.ratelimit import MAX_DELAY_SECONDS, AuthFailureLimiter
-from tests.support import unique
+from tests.support import all_tenants, unique
 
 pytestmark = pytest.mark.usefixtures("database")
 
@@ -64,7 +63,7 @@ def test_concurrent_failures_are_all_counted():
         thread.start()
     for thread in threads:
         thread.join()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.scalar(select(SmtpAuthFailure.failures)
                          .where(SmtpAuthFailure.address == address)) == 30
 
@@ -75,9 +74,9 @@ def test_retention_prunes_spent_counts():
     limiter.record_failure(old)
     clock.advance(timedelta(days=2))
     limiter.record_failure(recent)
-    with session_scope() as db:
+    with all_tenants() as db:
         assert retention.prune(db)["smtp_auth_failures"] >= 1
-    with session_scope() as db:
+    with all_tenants() as db:
         left = set(db.scalars(select(SmtpAuthFailure.address)
                               .where(SmtpAuthFailure.address.in_([old, recent]))))
     assert left == {recent}
