@@ -168,7 +168,6 @@ def cross_tenant(reason: str) -> Tenant:
 _SAVEPOINT_STATEMENTS = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
 _TENANT = "tenancy.tenant"  # Session.info / connection info: the Tenant acted for
 _SENT = "tenancy.sent"  # connection info: its settings are in force in this transaction
-_SESSION_LEVEL = "tenancy.session_level"  # connection info: set outside a transaction
 
 
 def current(target: Session | Connection) -> Tenant:
@@ -248,23 +247,19 @@ def install(engine: Engine, session_factory) -> None:
             raw.tenancy_prelude = None
         if statement.startswith(_SAVEPOINT_STATEMENTS):
             return  # (after a failed statement only ROLLBACK TO may run; the next one sends)
-        tenant = info.get(_TENANT, NOBODY)
-        if getattr(raw, "autocommit", False):
-            # Each statement is its own transaction: the settings go with every one.
-            if tenant == NOBODY and not info.get(_SESSION_LEVEL):
-                return
-        elif info.get(_SENT, True):
+        # Every transaction says whom it acts for, nobody included (app.scope is never empty
+        # for this code: see the before_tenancy policy of migration 0011); an autocommit
+        # statement is a transaction of its own.
+        autocommit = getattr(raw, "autocommit", False)
+        if info.get(_SENT) and not autocommit:
             return
-        values = tenant.settings()
+        values = info.get(_TENANT, NOBODY).settings()
         if pipelined:
             raw.tenancy_prelude = values  # db/engine.py sends it in front of this statement
         else:
-            # Another driver or pg8000 release. In autocommit mode the settings are made
-            # session-level (a statement of its own is a transaction of its own) and cleared
-            # again by the first statement that acts for nobody.
-            autocommit = getattr(raw, "autocommit", False)
+            # Another driver or pg8000 release: a statement of its own, transaction-local, or
+            # session-level in autocommit mode (where every statement sets all of them).
             cursor.execute(_SEPARATE_SQL[not autocommit], values)
-            info[_SESSION_LEVEL] = autocommit and tenant != NOBODY
         info[_SENT] = True
 
     def clear_prelude(conn) -> None:
@@ -290,9 +285,8 @@ def _session_began(session: Session, _transaction, connection: Connection) -> No
 
 
 def _transaction_boundary(conn: Connection) -> None:
-    # Transaction-local settings end with the transaction: the next one starts acting for
-    # nobody, and a tenant's settings must be sent again.
-    conn.info[_SENT] = conn.info.get(_TENANT, NOBODY) == NOBODY
+    # Transaction-local settings end with the transaction: send them again in the next one.
+    conn.info[_SENT] = False
 
 
 def _savepoint_rolled_back(conn: Connection, _name, _context) -> None:

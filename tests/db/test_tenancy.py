@@ -13,6 +13,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import sessionmaker
+from sqlalchemy.pool import NullPool
 
 from chalicelib.db import roles, session_scope, tenancy
 from chalicelib.db.engine import autocommit_engine
@@ -162,3 +163,49 @@ def test_a_role_that_could_bypass_the_policies_is_refused(database):
                          make_url(APP_DATABASE_URL).set(database="other").render_as_string(False))
     assert roles.warnings(APP_DATABASE_URL) == []
     assert roles.warnings(TEST_DATABASE_URL)  # the owner (here a superuser too)
+
+
+@postgres_only
+def test_the_bridge_admits_only_an_owner_that_names_no_tenant(database):
+    """Migration 0011 on a database in use: the release being replaced connects as the owner
+    and sets no app.* at all; it keeps reading until the deploy replaces it. This release's
+    code always names a tenant (nobody included), so the bridge never admits it."""
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+
+    from chalicelib.db.migrations import rls
+
+    owner = f"{make_url(TEST_DATABASE_URL).database}_owner_probe"
+    engine = create_engine(TEST_DATABASE_URL, poolclass=NullPool)
+    tenancy.install(engine, None)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS bridge_probe"))
+        conn.execute(text(f'DROP ROLE IF EXISTS "{owner}"'))
+        conn.execute(text(f'CREATE ROLE "{owner}" NOLOGIN'))
+        conn.execute(text(f'GRANT CREATE, USAGE ON SCHEMA public TO "{owner}"'))
+        conn.execute(text(f'GRANT SELECT ON servers TO "{owner}"'))
+        conn.execute(text(f'SET ROLE "{owner}"'))  # a non-superuser owner, as on RDS
+        conn.execute(text("CREATE TABLE bridge_probe (server_id integer)"))
+        conn.execute(text("INSERT INTO bridge_probe VALUES (1), (2)"))
+        with Operations.context(MigrationContext.configure(conn)):
+            rls.protect("bridge_probe", rls.server_rows("server_id"))
+            rls.bridge_for_owner("bridge_probe")
+    try:
+        count = text("SELECT count(*) FROM bridge_probe")
+        with create_engine(TEST_DATABASE_URL, poolclass=NullPool).begin() as conn:
+            conn.execute(text(f'SET LOCAL ROLE "{owner}"'))
+            assert conn.execute(count).scalar() == 2  # the previous release: no app.* at all
+        with engine.begin() as conn:
+            conn.execute(text(f'SET LOCAL ROLE "{owner}"'))
+            assert conn.execute(count).scalar() == 0  # this release, acting for nobody
+        with engine.begin() as conn:
+            conn.execute(text(f'SET LOCAL ROLE "{owner}"'))
+            tenancy.act(conn, tenancy.for_server(1))
+            assert conn.execute(text("SELECT count(*) FROM bridge_probe")).scalar() == 1
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE IF EXISTS bridge_probe"))
+            conn.execute(text(f'REVOKE ALL ON SCHEMA public FROM "{owner}"'))
+            conn.execute(text(f'REVOKE ALL ON servers FROM "{owner}"'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{owner}"'))
+        engine.dispose()

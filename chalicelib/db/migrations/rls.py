@@ -37,6 +37,7 @@ request), ``by_parent``, ``by_organization``.
 from __future__ import annotations
 
 from alembic import op
+from sqlalchemy import text
 
 FUNCTIONS = {
     "tenant_scope": ("text", "SELECT coalesce(current_setting('app.scope', true), '')"),
@@ -59,12 +60,12 @@ ALWAYS = (("instance_admin", f"{SCOPE} = 'instance_admin'"),
 ARM_NAMES = ("by_server", "by_organization", "by_user", "by_parent")
 
 
-def _postgres() -> bool:
+def postgres() -> bool:
     return op.get_bind().dialect.name == "postgresql"
 
 
 def install_functions() -> None:
-    if not _postgres():
+    if not postgres():
         return
     for name, (returns, body) in FUNCTIONS.items():
         op.execute(f"CREATE OR REPLACE FUNCTION {name}() RETURNS {returns} LANGUAGE sql "
@@ -72,7 +73,7 @@ def install_functions() -> None:
 
 
 def drop_functions() -> None:
-    if not _postgres():
+    if not postgres():
         return
     for name in FUNCTIONS:
         op.execute(f"DROP FUNCTION IF EXISTS {name}()")
@@ -129,7 +130,7 @@ def organizations_of_person(column: str = "id") -> list[tuple[str, str]]:
 
 def protect(table: str, *arms: list[tuple[str, str]]) -> None:
     """Enable and force row-level security on ``table`` with the given arms (see above)."""
-    if not _postgres():
+    if not postgres():
         return
     merged: dict[str, list[str]] = {}
     for name, expression in (pair for arm in arms for pair in arm):
@@ -146,11 +147,29 @@ def protect(table: str, *arms: list[tuple[str, str]]) -> None:
         op.execute(f"CREATE POLICY {name} ON {table} USING ({' OR '.join(expressions)})")
 
 
+BRIDGE = "before_tenancy"
+
+
+def bridge_for_owner(table: str) -> None:
+    """Migration 0011 only, on a database already in use: the functions and the SMTP gateway
+    of the release deployed before connect as the tables' owner and set no ``app.*`` at all.
+    FORCE binds them too, so until the deploy in progress replaces them they would read
+    nothing; this policy (evaluated last: its name sorts lowest) admits the owner while
+    ``app.scope`` is empty. This release's code sets ``app.scope`` in every transaction
+    (db/tenancy.py), and the service's own role is not the owner, so it admits neither. A
+    later release drops it: ``DROP POLICY before_tenancy ON <table>``."""
+    if not postgres():
+        return
+    owner = op.get_bind().scalar(text("SELECT quote_literal(current_user)"))
+    op.execute(f"CREATE POLICY {BRIDGE} ON {table} USING "
+               f"((SELECT current_user = {owner} AND tenant_scope() = ''))")
+
+
 def unprotect(table: str) -> None:
     """Undo ``protect`` (a downgrade)."""
-    if not _postgres():
+    if not postgres():
         return
-    for name in (*(n for n, _ in ALWAYS), *ARM_NAMES):
+    for name in (*(n for n, _ in ALWAYS), *ARM_NAMES, BRIDGE):
         op.execute(f"DROP POLICY IF EXISTS {name} ON {table}")
     op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")

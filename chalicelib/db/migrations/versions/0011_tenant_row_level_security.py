@@ -2,13 +2,18 @@
 
 Every table holding a tenant's data gets row-level security, enabled and forced, with the
 policies of db/migrations/rls.py keyed on the tenant the transaction acts for (db/tenancy.py).
-The tables left out are listed, with the reason, in db/tenancy.NOT_TENANT_DATA. Nothing
-happens on SQLite.
+The tables left out are listed, with the reason, in db/tenancy.NOT_TENANT_DATA. On a
+database already in use, the release running while this deploy is under way connects as the
+owner and knows no tenants: rls.bridge_for_owner keeps it working until it is replaced.
+Nothing happens on SQLite.
 
 Revision ID: 0011
 Revises: 0007
 Create Date: 2026-11-26 07:00:00
 """
+from alembic import op
+from sqlalchemy import text
+
 from chalicelib.db.migrations import rls
 
 revision = '0011'
@@ -33,9 +38,13 @@ CHILD_TABLES = (
 )
 # A person's rows.
 PERSON_TABLES = ("user_sessions", "password_reset_tokens", "auth_events")
+TABLES = ("organizations", "servers", "memberships", "invitations", "users", *PERSON_TABLES,
+          *SERVER_TABLES, *(table for table, _, _ in CHILD_TABLES))
 
 
 def upgrade() -> None:
+    in_use = rls.postgres() and op.get_bind().scalar(text(
+        "SELECT EXISTS (SELECT 1 FROM organizations)"))
     rls.install_functions()
     rls.protect("organizations", rls.organization_rows("id"), rls.organization_of_servers("id"),
                 rls.organizations_of_person("id"))
@@ -50,12 +59,12 @@ def upgrade() -> None:
         rls.protect(table, rls.server_rows("server_id"))
     for table, column, parent in CHILD_TABLES:
         rls.protect(table, rls.parent_rows(column, parent))
+    if in_use:
+        for table in TABLES:
+            rls.bridge_for_owner(table)
 
 
 def downgrade() -> None:
-    for table, _, _ in CHILD_TABLES:
-        rls.unprotect(table)
-    for table in (*SERVER_TABLES, *PERSON_TABLES, "users", "invitations", "memberships",
-                  "servers", "organizations"):
+    for table in reversed(TABLES):
         rls.unprotect(table)
     rls.drop_functions()
