@@ -100,14 +100,14 @@ def test_row_level_security_goes_down_and_up_and_bridges_a_database_in_use():
                               "now())"))
         migrate.upgrade(url)
         assert ("messages", "before_tenancy") in policies()
-        assert ("messages", "by_server") in policies()
+        assert ("messages", "tenant_server") in policies()
         migrate.downgrade(url, "0007")
         assert policies() == set()
         with engine.connect() as conn:
             assert not conn.execute(text("SELECT count(*) FROM pg_proc WHERE proname LIKE "
                                          "'tenant\\_%'")).scalar()
         migrate.upgrade(url)
-        assert ("messages", "by_server") in policies()
+        assert ("messages", "tenant_server") in policies()
     finally:
         engine.dispose()
         from chalicelib.db.engine import get_engine
