@@ -243,6 +243,18 @@ def start_sinks(ctx):
     return sinks, counts, stop, addresses[0], addresses[1]
 
 
+def prepare_world(url: str):
+    """The database (created when missing, emptied) and the sinks; the app's environment
+    pointed at them. Returns (spawn context, sink processes, counts, stop event, MX relay,
+    receiver URL)."""
+    ensure_database(url)
+    ctx = mp.get_context("spawn")
+    sinks, counts, stop, relay, hook_url = start_sinks(ctx)
+    prepare_database(url, **STACK_ENV, DELIVERY_RELAY=relay, WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
+                     TRACKING_MACHINE_SECONDS="0")
+    return ctx, sinks, counts, stop, relay, hook_url
+
+
 def run_workers(ctx, api, tenant, counts, workers: int, n: int, tag: str,
                 before: tuple[int, int]):
     """One timed phase: ``workers`` worker processes, ``n`` messages tagged ``tag`` posted in
@@ -302,11 +314,7 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
-    ensure_database(url)
-    ctx = mp.get_context("spawn")
-    sinks, counts, stop_sinks, relay, hook_url = start_sinks(ctx)
-    prepare_database(url, **STACK_ENV, DELIVERY_RELAY=relay, WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
-                     TRACKING_MACHINE_SECONDS="0")
+    ctx, sinks, counts, stop_sinks, relay, hook_url = prepare_world(url)
     from sqlalchemy import create_engine
 
     from chalicelib.db import migrate

@@ -32,7 +32,6 @@ Run: .venv/bin/python bench/bench_rls.py [--seconds 2] [--rounds 3] [--messages 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -41,8 +40,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.bench_pipeline import ensure_database, run_workers, start_sinks  # noqa: E402
-from bench.common import ADMIN_KEY, STACK_ENV, http_post_rate, prepare_database  # noqa: E402
+from bench.bench_pipeline import prepare_world, run_workers  # noqa: E402
+from bench.common import ADMIN_KEY, http_post_rate  # noqa: E402
 
 DEFAULT_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/test_rls_bench"
 
@@ -183,11 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     owner_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert owner_url.startswith("postgresql"), "row-level security is PostgreSQL's"
-    ensure_database(owner_url)
-    ctx = mp.get_context("spawn")
-    sinks, counts, stop_sinks, relay, hook_url = start_sinks(ctx)
-    prepare_database(owner_url, **STACK_ENV, DELIVERY_RELAY=relay,
-                     WEBHOOKS_ALLOW_PRIVATE_TARGETS="true", TRACKING_MACHINE_SECONDS="0")
+    ctx, sinks, counts, stop_sinks, _, hook_url = prepare_world(owner_url)
     os.environ.update(DATABASE_URL=service_url(owner_url), DATABASE_OWNER_URL=owner_url)
 
     import logging

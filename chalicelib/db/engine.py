@@ -195,8 +195,6 @@ def _pipeline_pg8000_statements() -> None:
     raised."""
     from pg8000 import core
 
-    from chalicelib.db import tenancy
-
     if not _pg8000_is_patchable():
         return
     original = core.CoreConnection.execute_unnamed

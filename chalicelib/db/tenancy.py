@@ -24,7 +24,7 @@ in one module (a test checks it), so a forgotten filter never silently reads eve
 Cost: the settings ride on the next statement (``db/engine.py`` pipelines a
 ``SELECT set_config(...)`` in front of it: no extra round trip); a statement on an
 autocommit connection carries them each time. SQLite has no row-level security: there the
-application's filters are the only guard (docs/architecture.md).
+application's filters are the only guard. docs/tenancy.md has the whole picture.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ INSTANCE_ADMIN = "instance_admin"
 CROSS_TENANT_SCOPE = "cross_tenant"
 
 # Work that must cross tenants, each in one module (tests/db/test_tenancy.py checks that every
-# reason is used, and in that module only). docs/architecture.md lists them.
+# reason is used, and in that module only). docs/tenancy.md lists them.
 CROSS_TENANT: dict[str, tuple[str, str]] = {
     "credential-lookup": ("chalicelib/services/organizations/credentials.py",
                           "an API or SMTP key, or an SMTP-IP address, names the server"),
@@ -122,7 +122,6 @@ class Tenant:
     server_ids: tuple[int, ...] = ()
     organization_id: int | None = None
     user_id: int | None = None
-    reason: str | None = None
 
     def settings(self) -> tuple[str, str, str, str]:
         return (self.scope, ",".join(str(int(i)) for i in self.server_ids),
@@ -160,9 +159,10 @@ def instance_admin(user_id: int | None = None) -> Tenant:
 
 
 def cross_tenant(reason: str) -> Tenant:
+    """Work that must see every tenant's rows; ``reason`` must be one of CROSS_TENANT."""
     if reason not in CROSS_TENANT:
         raise ValueError(f"{reason!r} is not a cross-tenant reason of db/tenancy.CROSS_TENANT")
-    return Tenant(CROSS_TENANT_SCOPE, reason=reason)
+    return Tenant(CROSS_TENANT_SCOPE)
 
 
 _SAVEPOINT_STATEMENTS = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
