@@ -185,7 +185,9 @@ def _pipeline_pg8000_statements() -> None:
     description is read as it arrives), so send Parse, Describe, Bind, Execute, Sync at once
     and read the answers in one go, as libpq's PQexecParams does: one round trip. An error
     at any step makes the server skip to the Sync and answer ErrorResponse, ReadyForQuery,
-    which handle_messages raises as before. COPY (a stream) keeps the original path.
+    which handle_messages raises as before. COPY (a stream) keeps the original path. The
+    messages go without the Flush pg8000 puts after each (it asks the server to send what it
+    has at once, a packet per answer): the Sync at the end sends the answers together.
 
     The tenant a statement acts for (db/tenancy.py sets ``tenancy_prelude`` on the
     connection just before it) goes in the same write: Parse, Bind, Execute of
@@ -209,10 +211,33 @@ def _pipeline_pg8000_statements() -> None:
             return None
         if not self.autocommit:  # once per transaction; autocommit: every statement of a batch
             self.tenancy_prelude = None
-        self.send_PARSE(core.NULL_BYTE, prelude_sql, ())
-        self.send_BIND(core.NULL_BYTE, core.make_params(self.py_types, prelude))
-        self.send_EXECUTE()
+        write_parse(self, prelude_sql, ())
+        write_bind(self, prelude, text=True)
+        core._write(self._sock, core.EXECUTE_MSG)
         return core.Context(prelude_sql)
+
+    def write_parse(self, statement: str, oids) -> None:  # send_PARSE without its Flush
+        val = bytearray(core.NULL_BYTE)
+        val.extend(statement.encode(self._client_encoding) + core.NULL_BYTE)
+        val.extend(core.H_pack(len(oids)))
+        for oid in oids:
+            val.extend(core.i_pack(0 if oid == -1 else oid))
+        self._send_message(core.PARSE, val)
+
+    def write_bind(self, vals, text: bool = False) -> None:
+        # send_BIND of the unnamed portal without its Flush; ``text``: the values are str
+        params = vals if text else core.make_params(self.py_types, vals)
+        val = bytearray(core.NULL_BYTE + core.NULL_BYTE + core.H_pack(0) +
+                        core.H_pack(len(params)))
+        for value in params:
+            if value is None:
+                val.extend(core.i_pack(-1))
+            else:
+                encoded = value.encode(self._client_encoding)
+                val.extend(core.i_pack(len(encoded)))
+                val.extend(encoded)
+        val.extend(core.H_pack(0))
+        self._send_message(core.BIND, val)
 
     def read_prelude(self, context) -> None:
         while True:
@@ -228,11 +253,11 @@ def _pipeline_pg8000_statements() -> None:
             return original(self, statement, vals, oids, stream)
         prelude = send_prelude(self, statement)
         context = core.Context(statement)
-        self.send_PARSE(core.NULL_BYTE, statement, oids)
-        self.send_DESCRIBE_STATEMENT(core.NULL_BYTE)
-        self.send_BIND(core.NULL_BYTE, core.make_params(self.py_types, vals))
-        self.send_EXECUTE()
+        write_parse(self, statement, oids)
+        self._send_message(core.DESCRIBE, core.STATEMENT + core.NULL_BYTE)
+        write_bind(self, vals)
         try:
+            core._write(self._sock, core.EXECUTE_MSG)
             core._write(self._sock, core.SYNC_MSG)
             core._flush(self._sock)
         except AttributeError as exc:

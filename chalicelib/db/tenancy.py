@@ -273,7 +273,8 @@ def install(engine: Engine, session_factory) -> None:
     event.listen(engine, "rollback", _transaction_boundary)
     event.listen(engine, "rollback_savepoint", _savepoint_rolled_back)
     event.listen(engine, "before_cursor_execute", before_execute)
-    event.listen(engine, "after_cursor_execute", lambda conn, *_: clear_prelude(conn))
+    # (A prelude db/engine.py did not send stays until the next statement replaces it, or
+    # the connection goes back to the pool.)
     event.listen(engine, "handle_error", lambda context: clear_prelude(context.connection))
     event.listen(engine.pool, "checkin", _checked_in)
     if session_factory is not None:
