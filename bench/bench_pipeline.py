@@ -255,6 +255,28 @@ def prepare_world(url: str):
     return ctx, sinks, counts, stop, relay, hook_url
 
 
+def start_stack(hook_url: str):
+    """The local stack (its queue a NullPort until a phase starts) and a tenant whose webhook
+    receives every MessageSent; returns (stack, admin Api client, tenant)."""
+    from app import app
+    from bench.common import NullPort
+    from chalicelib import queues
+    from chalicelib.local.stack import LocalStack
+    from tests.support import Api, free_port, make_tenant
+
+    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
+    queues.set_port(NullPort())
+    try:
+        api = Api(stack.base_url, ADMIN_KEY)
+        tenant = make_tenant(api)
+        api.post(tenant.server_path + "/webhooks",
+                 {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack, api, tenant
+
+
 def run_workers(ctx, api, tenant, counts, workers: int, n: int, tag: str,
                 before: tuple[int, int]):
     """One timed phase: ``workers`` worker processes, ``n`` messages tagged ``tag`` posted in
@@ -321,20 +343,12 @@ def main() -> None:
 
     migrate.upgrade(url)
     from bench.common import NullPort
-    from app import app
     from chalicelib import queues
-    from chalicelib.local.stack import LocalStack
-    from tests.support import Api, free_port, make_tenant
 
-    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
-    queues.set_port(NullPort())
+    stack, api, tenant = start_stack(hook_url)
     engine = create_engine(url)
     lines = []
     try:
-        api = Api(stack.base_url, ADMIN_KEY)
-        tenant = make_tenant(api)
-        api.post(tenant.server_path + "/webhooks",
-                 {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
         from chalicelib.db import session_scope
         from chalicelib.db.models import Domain
         from chalicelib.services.dkim import keys as dkim_keys

@@ -40,8 +40,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.bench_pipeline import prepare_world, run_workers  # noqa: E402
-from bench.common import ADMIN_KEY, http_post_rate  # noqa: E402
+from bench.bench_pipeline import prepare_world, run_workers, start_stack  # noqa: E402
+from bench.common import http_post_rate  # noqa: E402
 
 DEFAULT_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/test_rls_bench"
 
@@ -190,25 +190,16 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from sqlalchemy import create_engine, select
 
-    from app import app
-    from bench.common import NullPort
-    from chalicelib import queues
     from chalicelib.db import tenancy
     from chalicelib.db.engine import get_engine
     from chalicelib.db.models import Server
-    from chalicelib.local.stack import LocalStack
-    from tests.support import Api, all_tenants, free_port, make_tenant
+    from tests.support import all_tenants
 
-    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
-    assert not stack.notes, stack.notes  # the service's role is bound by the policies
-    queues.set_port(NullPort())
+    stack, api, tenant = start_stack(hook_url)
     owner = create_engine(owner_url)
     arms: dict[tuple[str, bool], list[float]] = {}
     try:
-        api = Api(stack.base_url, ADMIN_KEY)
-        tenant = make_tenant(api)
-        api.post(tenant.server_path + "/webhooks",
-                 {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
+        assert not stack.notes, stack.notes  # the service's role is bound by the policies
         with all_tenants() as db:
             server_id = db.scalar(select(Server.id).where(Server.permalink == tenant.server))
         headers = {"X-Server-API-Key": tenant.api_key}
