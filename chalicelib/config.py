@@ -212,8 +212,9 @@ KEYS: tuple[Key, ...] = (
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
-         "Verified domains whose DNS check is older than this are checked again by the "
-         "scheduled run (hourly on AWS, with the retention timer locally)."),
+         "Verified domains whose DNS check, and sending addresses whose reverse-DNS check, "
+         "is older than this are checked again by the scheduled run (hourly on AWS, with "
+         "the retention timer locally)."),
     _env("TRACKING_DOMAIN", "", str,
          "Host tenant tracking domains point their CNAME at; empty: the host of PUBLIC_URL."),
     _env("DKIM_RETIRING_DAYS", 7, int,

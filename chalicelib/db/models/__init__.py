@@ -7,6 +7,7 @@ from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, Mess
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
                                                 Organization, Server)
+from chalicelib.db.models.pacing import DeliveryDestination, DeliveryLease
 from chalicelib.db.models.routes import Route
 from chalicelib.db.models.sending_controls import BulkJob, IdempotencyKey, SendLimitCounter
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
@@ -14,6 +15,7 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
+    "DeliveryDestination", "DeliveryLease",
     "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
     "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",

@@ -1,3 +1,4 @@
 """Delivering outgoing messages: claiming a due message, holding what must not go, preparing
 the bytes (tracking, unsubscribe headers, DKIM), the SMTP conversation, recording the attempt
-and the retry schedule, bounce categories, capture, and IP pools."""
+and the retry schedule, bounce categories, capture, IP pools and the reverse DNS of their
+addresses."""
