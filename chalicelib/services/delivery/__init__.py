@@ -1,4 +1,5 @@
 """Delivering outgoing messages: claiming a due message, holding what must not go, preparing
 the bytes (tracking, unsubscribe headers, DKIM), the SMTP conversation, recording the attempt
 and the retry schedule, bounce categories, capture, IP pools and the reverse DNS of their
-addresses."""
+addresses, and per-destination pacing (connections, messages a minute, backoff after a
+throttle reply) shared by every worker."""

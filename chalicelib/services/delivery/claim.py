@@ -14,8 +14,8 @@ from sqlalchemy import bindparam, func, literal_column, or_, select
 from chalicelib import clock, queues, statuses
 from chalicelib.db import claims
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import (Delivery, Domain, Message, MessageRaw, Server, Stream,
-                                  Submission, Suppression)
+from chalicelib.db.models import (Delivery, Domain, IPPool, Message, MessageRaw, Server,
+                                  Stream, Submission, Suppression)
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.services.delivery import writes
 from chalicelib.services.domains import names as domain_names
@@ -40,6 +40,12 @@ def _claimed_columns():
         M.c.track_clicks,
         select(Server.mode).where(Server.id == outer("server_id")).scalar_subquery()
         .label("server_mode"),
+        # The IP pool the message leaves from: its server's, else the default pool (0:
+        # none); pacing keeps each destination's state per pool (pacing.py).
+        func.coalesce(
+            select(Server.ip_pool_id).where(Server.id == outer("server_id")).scalar_subquery(),
+            select(IPPool.id).where(IPPool.is_default.is_(True)).order_by(IPPool.id).limit(1)
+            .scalar_subquery(), 0).label("ip_pool_id"),
         select(Submission.raw).where(Submission.id == outer("submission_id"))
         .scalar_subquery().label("source"),
         select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent"),
