@@ -59,6 +59,10 @@ EPOCH = datetime(1970, 1, 1)
 BURST_SECONDS = 10.0      # a destination may take this long's worth of its rate at once
 SLOT_WAIT_SECONDS = 15.0  # a message finding every connection in use tries again after ~this
 LINE_SECONDS = 3600.0     # wake-up times are handed at most this far ahead
+# A time further ahead than it could have been set (by this much more than the longest
+# backoff, or than a rate cell) was set under another clock (a host's clock stepped back, or
+# a test's): it is ignored. The allowance covers the skew between workers' clocks.
+CLOCK_SKEW_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -366,11 +370,18 @@ class Pacer:
 def _params(pool: int, name: str, limits: _Limits, now: datetime, holder: str) -> dict:
     ts = _ts(now)
     return {"p_pool": pool, "p_dest": name, "p_now": now, "p_now_ts": ts,
-            "p_backoff_horizon": now + timedelta(seconds=limits.backoff_max),
-            "p_tat_limit": ts + limits.tolerance,
-            "p_tat_horizon": ts + limits.tolerance + limits.interval,
+            "p_backoff_horizon": _backoff_horizon(limits, now),
+            "p_tat_limit": ts + limits.tolerance, "p_tat_horizon": _tat_horizon(limits, ts),
             "p_interval": limits.interval, "p_connections": limits.rule.connections,
             "p_holder": holder, "p_expires": now + timedelta(seconds=limits.lease)}
+
+
+def _backoff_horizon(limits: _Limits, now: datetime) -> datetime:
+    return now + timedelta(seconds=limits.backoff_max + CLOCK_SKEW_SECONDS)
+
+
+def _tat_horizon(limits: _Limits, ts: float) -> float:
+    return ts + limits.tolerance + limits.interval + CLOCK_SKEW_SECONDS
 
 
 def _refused(db, pool: int, name: str, limits: _Limits, slot: bool,
@@ -383,8 +394,8 @@ def _refused(db, pool: int, name: str, limits: _Limits, slot: bool,
         _run(db, _create_statements, key)
         return None
     row, ts, label = rows[0], _ts(now), _label(pool, name)
-    horizon = now + timedelta(seconds=limits.backoff_max)
-    if row.backoff_until is not None and now < row.backoff_until <= horizon:
+    if row.backoff_until is not None and now < row.backoff_until <= \
+            _backoff_horizon(limits, now):
         until = _ticket(db, pool, name, limits, row.backoff_until, now)
         return Wait(until, f"waiting: {label} answered a throttle reply "
                            f"({row.backoff_reason}); no worker connects to it before "
@@ -394,8 +405,7 @@ def _refused(db, pool: int, name: str, limits: _Limits, slot: bool,
         if _run(db, _give_back_statements, key, True):  # lapsed leases of dead workers
             return None
         return _slot_wait(pool, name, limits, now)
-    if limits.interval and ts + limits.tolerance < row.tat <= \
-            ts + limits.tolerance + limits.interval:
+    if limits.interval and ts + limits.tolerance < row.tat <= _tat_horizon(limits, ts):
         until = _ticket(db, pool, name, limits, _moment(row.tat - limits.tolerance), now)
         return Wait(until, f"waiting: {label} takes at most {limits.rule.per_minute} messages "
                            f"a minute; next attempt at {_iso(until)} (pacing)", name)
@@ -426,7 +436,7 @@ def _back_off(db, pool: int, name: str, limits: _Limits, throttles: int,
     reply = f"{outcome.code} {outcome.output or ''}".strip()[:500]
     rows = _run(db, _throttled_statements, {
         "p_pool": pool, "p_dest": name, "p_now": now, "p_until": until, "p_reason": reply,
-        "p_backoff_horizon": now + timedelta(seconds=limits.backoff_max)})
+        "p_backoff_horizon": _backoff_horizon(limits, now)})
     if rows:  # the first throttle of a burst: the one that starts the backoff
         observability.log("delivery.throttled", "warning", destination=name, ip_pool_id=pool,
                           host=outcome.host, reply=reply, throttles=rows[0].throttles,
