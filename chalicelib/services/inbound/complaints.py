@@ -11,7 +11,7 @@ feedback loop (FBL_ADDRESSES). Everything is read with the standard library's pa
 
 Matching the original outgoing message, first hit wins: the return-path address the report
 was sent to; the report's Original-Mail-From; the embedded original's Return-Path (each only
-when it is one of our return paths, ``return_path.is_return_path``, and by the same token
+when it is one of our return paths, ``return_path.is_any_return_path``, and by the same token
 lookup); the original's Message-ID (unfolded, without brackets) together with the report's
 Original-Rcpt-To or the original's To when that names one address, or alone when only one
 recipient got that Message-ID. Providers often redact the recipient, which is why the return
@@ -140,7 +140,7 @@ def parse(raw: bytes) -> dict | None:
 
 def find_original(db: Session, report: dict, rcpt_to: str | None = None) -> Message | None:
     for address in (rcpt_to, report["original_mail_from"], report["original_return_path"]):
-        if address and return_path.is_return_path(db, address):
+        if address and return_path.is_any_return_path(db, address):
             found = return_path.original_for(db, address)
             if found is not None:
                 return found
