@@ -366,6 +366,32 @@ class DeliveryStats(TypedDict):
 
 
 @record
+class Engagement(TypedDict):
+    opens: int
+    unique_opens: int
+    machine_opens: int
+    clicks: int
+    unique_clicks: int
+    machine_clicks: int
+
+
+@record
+class EngagementBucket(Engagement):
+    start: datetime
+
+
+@record
+class EngagementStats(TypedDict):
+    """GET /stats/engagement: opens and clicks per hour or day."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    interval: str
+    totals: Engagement
+    buckets: list[EngagementBucket]
+
+
+@record
 class CredentialRef(TypedDict):
     id: int
     name: str
@@ -401,6 +427,11 @@ class StatsAnswer(TypedDict):
 @record
 class DeliveryStatsAnswer(TypedDict):
     stats: DeliveryStats
+
+
+@record
+class EngagementStatsAnswer(TypedDict):
+    stats: EngagementStats
 
 
 @record
