@@ -11,6 +11,7 @@ import os
 import re
 import zipfile
 from datetime import datetime, timezone
+from email import policy
 from email.mime.application import MIMEApplication
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
@@ -92,8 +93,25 @@ def envelope(sender: str, to: str, domain: str, data: bytes, *, kind: str | None
     msg.attach(MIMEText(text, "plain"))
     msg.attach(report if report is not None else
                attachment(kind or default_kind, f"{prefix}!{domain}!{begin}!{end}", data))
-    return msg.as_bytes()
+    return msg.as_bytes(policy=policy.SMTP)  # CRLF line ends, as on the wire
 
 
 def mail(sender: str, to: str, domain: str, day: datetime | None = None) -> bytes:
     return envelope(sender, to, domain, xml(sender, domain, day))
+
+
+POOL = "DMARC samples"
+OURS = "203.0.113.5"  # the samples' own sending address
+
+
+def ensure_pool(api) -> str:
+    """An IP pool holding the samples' sending address (made once; pools are instance-wide),
+    so reports show it as ours. Returns its name."""
+    from tests.support import Api
+
+    pools = Api.data(api.get("/api/v2/admin/ip_pools", params={"per_page": 100}))["ip_pools"]
+    if not any(p["name"] == POOL for p in pools):
+        pool = Api.data(api.post("/api/v2/admin/ip_pools", {"name": POOL}), 201)["ip_pool"]
+        Api.data(api.post(f"/api/v2/admin/ip_pools/{pool['id']}/ip_addresses",
+                          {"ipv4": OURS, "hostname": "o1.mx.service.test"}), 201)
+    return POOL

@@ -60,11 +60,12 @@ def _ceil(value: datetime, unit: str) -> datetime:
 
 
 def _split(start: datetime, end: datetime, unit: str):
-    """(whole buckets [a, b) or None, partial edge ranges) covering [start, end)."""
+    """(whole buckets [a, b) or None, partial edge ranges) covering [start, end); each edge
+    lies inside one bucket (a range across one boundary without a whole bucket has two)."""
     a, b = _ceil(start, unit), counters.truncate(end, unit)
-    if a >= b:
+    if a > b:  # start and end inside the same bucket
         return None, [(start, end)]
-    return (a, b), [r for r in ((start, a), (b, end)) if r[0] < r[1]]
+    return ((a, b) if a < b else None), [r for r in ((start, a), (b, end)) if r[0] < r[1]]
 
 
 def _rows_counts(db: Session, server_id: int, start: datetime, end: datetime) -> Counter:
