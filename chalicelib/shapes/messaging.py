@@ -302,7 +302,17 @@ class Clicks(TypedDict):
 
 
 @record
-class Counts(TypedDict):
+class Engagement(TypedDict):
+    opens: int
+    unique_opens: int
+    machine_opens: int
+    clicks: int
+    unique_clicks: int
+    machine_clicks: int
+
+
+@record
+class Counts(Engagement):
     """Counters of messages and engagement (services/stats.COUNTERS)."""
 
     messages: int
@@ -310,12 +320,6 @@ class Counts(TypedDict):
     held: int
     bounces: int
     incoming: int
-    opens: int
-    unique_opens: int
-    machine_opens: int
-    clicks: int
-    unique_clicks: int
-    machine_clicks: int
     bounce_categories: NotRequired[dict[str, int]]
     failed_attempt_categories: NotRequired[dict[str, int]]
     complaints: NotRequired[int]
@@ -363,16 +367,6 @@ class DeliveryStats(TypedDict):
     interval: str
     totals: Outcomes
     buckets: list[Bucket]
-
-
-@record
-class Engagement(TypedDict):
-    opens: int
-    unique_opens: int
-    machine_opens: int
-    clicks: int
-    unique_clicks: int
-    machine_clicks: int
 
 
 @record

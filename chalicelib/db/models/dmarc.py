@@ -16,7 +16,18 @@ from chalicelib import clock
 from chalicelib.db.base import Base, BigId
 
 
-class DmarcReport(Base):
+class _OfADomain:
+    """The tenant keys (row-level security reads the first two) and the domain."""
+
+    organization_id: Mapped[int] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), index=True, nullable=False)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False)
+    domain_id: Mapped[int] = mapped_column(
+        ForeignKey("domains.id", ondelete="CASCADE"), nullable=False)
+
+
+class DmarcReport(_OfADomain, Base):
     """One aggregate report: who sent it, for which period, the policy it saw published."""
 
     __tablename__ = "dmarc_reports"
@@ -27,12 +38,6 @@ class DmarcReport(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    organization_id: Mapped[int] = mapped_column(
-        ForeignKey("organizations.id", ondelete="CASCADE"), index=True, nullable=False)
-    server_id: Mapped[int] = mapped_column(
-        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False)
-    domain_id: Mapped[int] = mapped_column(
-        ForeignKey("domains.id", ondelete="CASCADE"), nullable=False)
     reporter: Mapped[str] = mapped_column(String(255), nullable=False)  # org_name
     reporter_email: Mapped[str | None] = mapped_column(String(255))
     extra_contact: Mapped[str | None] = mapped_column(String(255))
@@ -50,7 +55,7 @@ class DmarcReport(Base):
                                                  index=True)
 
 
-class DmarcRecord(Base):
+class DmarcRecord(_OfADomain, Base):
     """One ``<record>`` of a report: a source address, how many messages it sent with one set
     of identifiers and results, and what the receiver did with them."""
 
@@ -61,12 +66,6 @@ class DmarcRecord(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    organization_id: Mapped[int] = mapped_column(
-        ForeignKey("organizations.id", ondelete="CASCADE"), index=True, nullable=False)
-    server_id: Mapped[int] = mapped_column(
-        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False)
-    domain_id: Mapped[int] = mapped_column(
-        ForeignKey("domains.id", ondelete="CASCADE"), nullable=False)
     report_id: Mapped[int] = mapped_column(
         ForeignKey("dmarc_reports.id", ondelete="CASCADE"), index=True, nullable=False)
     # The report's period and reporter, copied: rows are filtered and grouped without a join.

@@ -21,26 +21,18 @@ from datetime import datetime, timedelta
 from sqlalchemy import BigInteger, case, cast, func, select
 from sqlalchemy.orm import Session
 
-from chalicelib import clock, errors
+from chalicelib import errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import DmarcRecord, DmarcReport, Domain, IPAddress, IPPool
 from chalicelib.services.dmarc import addresses
 from chalicelib.shapes import builds
+from chalicelib.services.tracking.stats import resolve_range  # noqa: F401  (the same default range)
 from chalicelib.shapes import management as shape
 
-DEFAULT_RANGE = timedelta(days=30)
 MAX_DAYS = 1000
 RESULTS = ("pass", "fail")
 _RELAY_CACHE_SECONDS = 300.0
 _relay_cache: dict[str, tuple[float, list[str]]] = {}
-
-
-def resolve_range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
-    end = end or clock.now()
-    start = start or end - DEFAULT_RANGE
-    if start >= end:
-        raise errors.ValidationError("from must be before to", field="from")
-    return start, end
 
 
 # --- ours or not ----------------------------------------------------------------------------
