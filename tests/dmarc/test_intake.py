@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.dmarc import samples
+from tests.dns_helpers import dns_zone, fq  # noqa: F401  (dns_zone: a fixture)
 from tests.dmarc.test_parse import BILLION_LAUGHS, _attached, _zip
 from tests.observability.test_observability_e2e import logs, metrics  # noqa: F401  (fixture)
 from tests.smtp.support import plain_client
@@ -215,3 +216,19 @@ def test_query_errors_name_the_parameter_and_other_servers_see_nothing(api, tena
     other = make_tenant(api)
     Api.error(api.get(other.server_path + f"/domains/{tenant.domain}/dmarc_reports"),
               404, "NotFound")
+
+
+def test_a_relay_named_by_host_is_ours_at_the_addresses_dns_gives_it(stack, api, tenant,
+                                                                     dns_zone, monkeypatch):
+    from chalicelib.services.dmarc import reports
+
+    to = report_address(api, tenant)
+    send(stack, to, samples.mail("outlook", to, tenant.domain, DAY))
+    host = "smarthost.relay-test.example.net"
+    dns_zone.zone[(fq(host), "A")] = ["192.0.2.77"]
+    reports._relay_cache.clear()
+    monkeypatch.setenv("DELIVERY_RELAY", f"{host}:587")
+    sources = {s["source_ip"]: s for s in dmarc(api, tenant, "dmarc_sources")["dmarc_sources"]}
+    assert sources["192.0.2.77"]["ours"] and sources["192.0.2.77"]["known_as"] == f"relay {host}"
+    rows = dmarc(api, tenant, "dmarc_records", source_ip="192.0.2.77")["dmarc_records"]
+    assert rows[0]["known_as"] == f"relay {host}"

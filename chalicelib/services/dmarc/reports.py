@@ -25,8 +25,8 @@ from chalicelib import errors
 from chalicelib.config import get_settings
 from chalicelib.db.models import DmarcRecord, DmarcReport, Domain, IPAddress, IPPool
 from chalicelib.services.dmarc import addresses
-from chalicelib.shapes import builds
 from chalicelib.services.tracking.stats import resolve_range  # noqa: F401  (the same default range)
+from chalicelib.shapes import builds
 from chalicelib.shapes import management as shape
 
 MAX_DAYS = 1000
