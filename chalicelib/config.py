@@ -79,6 +79,19 @@ def _parse_resolvers(raw: str) -> str:
     return ",".join(parts)
 
 
+def _parse_networks(raw: str) -> str:
+    """``address-or-CIDR,...``; normalized (``192.0.2.0/24,2001:db8::/32``), or ValueError."""
+    from ipaddress import ip_network
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        try:
+            parts.append(str(ip_network(item, strict=False)))
+        except ValueError:
+            raise ValueError(f"expected IP addresses or CIDR ranges, got {item!r}") from None
+    return ",".join(parts)
+
+
 def _parse_ssl_mode(raw: str) -> str:
     value = raw.strip().lower()
     if value not in DATABASE_SSL_MODES:
@@ -204,6 +217,19 @@ KEYS: tuple[Key, ...] = (
     _env("FBL_ADDRESSES", "", str,
          "Comma-separated addresses the gateway accepts feedback (ARF) reports at, as registered "
          "with mailbox providers' feedback loops; reports to a return-path address are always read."),
+    _env("DMARC_REPORT_ADDRESS", "", str,
+         "The mailbox DMARC aggregate reports come to: each domain's suggested DMARC record asks "
+         "for them at <local>+<domain token>@<its domain>. Empty: dmarc@<RETURN_PATH_DOMAIN>. "
+         "Its domain's MX must be this gateway."),
+    _env("DMARC_REPORT_MAX_BYTES", 20 * MB, _parse_size,
+         "Largest DMARC report accepted, uncompressed (a gzip or zip attachment that inflates "
+         "past it is refused)."),
+    _env("DMARC_KNOWN_SOURCES", "", _parse_networks,
+         "Sending addresses that are ours besides the IP pools' and the relay's (a NAT gateway, "
+         "a smarthost's outbound range): IP addresses or CIDR ranges, comma-separated. DMARC "
+         "report sources in them are shown as ours."),
+    _env("DMARC_REPORT_RETENTION_DAYS", 400, int,
+         "How long received DMARC reports are kept."),
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
     _env("DNS_RESOLVERS", "", _parse_resolvers,
@@ -320,6 +346,10 @@ class Settings(BaseModel):
     smtp_hostname: str
     return_path_domain: str
     fbl_addresses: str
+    dmarc_report_address: str
+    dmarc_report_max_bytes: int
+    dmarc_known_sources: str
+    dmarc_report_retention_days: int
     spf_include: str
     dkim_selector: str
     dns_resolvers: str
@@ -357,6 +387,11 @@ class Settings(BaseModel):
     @property
     def effective_return_path_domain(self) -> str:
         return self.return_path_domain or f"rp.{self.smtp_hostname}"
+
+    @property
+    def effective_dmarc_report_address(self) -> str:
+        return (self.dmarc_report_address.strip().lower()
+                or f"dmarc@{self.effective_return_path_domain.lower()}")
 
     @property
     def effective_spf_include(self) -> str:

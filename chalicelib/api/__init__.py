@@ -39,6 +39,7 @@ def blueprints():
         ("chalicelib.api.server.engagement", SERVER_PREFIX),
         ("chalicelib.api.admin.domain_tracking", ADMIN_PREFIX),
         ("chalicelib.api.admin.domain_dns", ADMIN_PREFIX),
+        ("chalicelib.api.admin.domain_dmarc", ADMIN_PREFIX),
         ("chalicelib.api.public.tracking", ""),
         ("chalicelib.api.public.unsubscribe", ""),
         ("chalicelib.api.openapi", ""),

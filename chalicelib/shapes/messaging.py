@@ -302,7 +302,17 @@ class Clicks(TypedDict):
 
 
 @record
-class Counts(TypedDict):
+class Engagement(TypedDict):
+    opens: int
+    unique_opens: int
+    machine_opens: int
+    clicks: int
+    unique_clicks: int
+    machine_clicks: int
+
+
+@record
+class Counts(Engagement):
     """Counters of messages and engagement (services/stats.COUNTERS)."""
 
     messages: int
@@ -310,12 +320,6 @@ class Counts(TypedDict):
     held: int
     bounces: int
     incoming: int
-    opens: int
-    unique_opens: int
-    machine_opens: int
-    clicks: int
-    unique_clicks: int
-    machine_clicks: int
     bounce_categories: NotRequired[dict[str, int]]
     failed_attempt_categories: NotRequired[dict[str, int]]
     complaints: NotRequired[int]
@@ -366,6 +370,22 @@ class DeliveryStats(TypedDict):
 
 
 @record
+class EngagementBucket(Engagement):
+    start: datetime
+
+
+@record
+class EngagementStats(TypedDict):
+    """GET /stats/engagement: opens and clicks per hour or day."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    interval: str
+    totals: Engagement
+    buckets: list[EngagementBucket]
+
+
+@record
 class CredentialRef(TypedDict):
     id: int
     name: str
@@ -401,6 +421,11 @@ class StatsAnswer(TypedDict):
 @record
 class DeliveryStatsAnswer(TypedDict):
     stats: DeliveryStats
+
+
+@record
+class EngagementStatsAnswer(TypedDict):
+    stats: EngagementStats
 
 
 @record

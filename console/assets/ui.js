@@ -179,13 +179,14 @@ export function actionButton(label, action, { kind = '', confirm: question } = {
   return h('span', { class: 'action' }, button, out);
 }
 
-/** columns: [{label, render: row => node|text, class}] */
-export function table(columns, rows, { caption, empty = 'Nothing here yet.' } = {}) {
+/** columns: [{label, render: row => node|text, class}]; rowClass(row): a class for its <tr> */
+export function table(columns, rows, { caption, empty = 'Nothing here yet.', rowClass } = {}) {
   if (!rows || !rows.length) return h('p', { class: 'empty' }, empty);
   return h('div', { class: 'table-wrap' }, h('table', {},
     caption ? h('caption', { class: 'sr-only' }, caption) : null,
     h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: c.class }, c.label)))),
-    h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((c) => h('td', { class: c.class }, c.render(row))))))));
+    h('tbody', {}, rows.map((row) => h('tr', { class: rowClass ? rowClass(row) : null },
+      columns.map((c) => h('td', { class: c.class }, c.render(row))))))));
 }
 
 /** Server-side paging: pagination = {page, total_pages, total}; go(page). */
@@ -237,13 +238,15 @@ function s(tag, attrs = {}, ...children) {
 }
 
 /**
- * A stacked bar chart. buckets: [{start, ...counts}], series: [{key, label, class}].
+ * A stacked bar chart (grouped: the series side by side, for counts that do not add up,
+ * such as opens and clicks). buckets: [{start, ...counts}], series: [{key, label, class}].
  * Drawn as SVG with a text summary for screen readers.
  */
-export function barChart(buckets, series, { title, height = 180, labelEvery } = {}) {
+export function barChart(buckets, series, { title, height = 180, labelEvery, grouped = false } = {}) {
   const width = 720;
   const pad = { l: 36, r: 8, t: 10, b: 28 };
-  const totals = buckets.map((b) => series.reduce((n, x) => n + (b[x.key] || 0), 0));
+  const totals = buckets.map((b) => (grouped ? Math.max(0, ...series.map((x) => b[x.key] || 0))
+    : series.reduce((n, x) => n + (b[x.key] || 0), 0)));
   // An axis top whose half is a whole number: counts are integers.
   const peak = Math.max(0, ...totals);
   const max = peak <= 2 ? 2 : Math.ceil(peak / 4) * 4;
@@ -265,14 +268,15 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
   buckets.forEach((b, i) => {
     const x = pad.l + i * step + (step - barW) / 2;
     let y = pad.t + innerH;
-    for (const x2 of series) {
+    series.forEach((x2, k) => {
       const n = b[x2.key] || 0;
-      if (!n) continue;
+      if (!n) return;
       const hgt = (n / max) * innerH;
-      y -= hgt;
-      svg.append(s('rect', { x, y, width: barW, height: hgt, class: `bar ${x2.class || x2.key}` },
+      y = grouped ? pad.t + innerH - hgt : y - hgt;
+      const w = grouped ? barW / series.length : barW;
+      svg.append(s('rect', { x: grouped ? x + k * w : x, y, width: w, height: hgt, class: `bar ${x2.class || x2.key}` },
         s('title', {}, `${days ? `${new Date(b.start).toLocaleDateString(undefined, { dateStyle: 'medium', timeZone: 'UTC' })} (UTC)` : when(b.start)}: ${n} ${x2.label}`)));
-    }
+    });
     if (i % every === 0) {
       const d = new Date(b.start);
       let text;

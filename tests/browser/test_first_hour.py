@@ -46,16 +46,18 @@ def test_the_first_hour_of_a_new_tenant(console, stack, mx, monkeypatch):
     server_url = page.url
     assert re.search(r"/orgs/[^/]+/servers/production$", server_url)
 
-    # A domain: its three DNS records with copy buttons, then verify.
+    # A domain: its DNS records (three required, DMARC for reports) with copy buttons, then
+    # verify.
     page.get_by_role("navigation", name="Sections").get_by_role("link", name="Domains").click()
     page.get_by_role("heading", name="Domains", level=1).wait_for()
     page.get_by_label("Domain name").fill(domain)
     page.get_by_role("button", name="Add domain").click()
     page.get_by_role("heading", name=re.compile(re.escape(domain))).wait_for()
     records = page.get_by_role("table", name=f"DNS records for {domain}")
-    assert records.get_by_role("row").count() == 4  # header + verification, SPF, DKIM
+    assert records.get_by_role("row").count() == 5  # header + verification, SPF, DKIM, DMARC
     assert "v=spf1" in records.inner_text() and "v=DKIM1" in records.inner_text()
-    assert records.get_by_role("button", name=re.compile("Copy")).count() == 6
+    assert "rua=mailto:dmarc+" in records.inner_text()
+    assert records.get_by_role("button", name=re.compile("Copy")).count() == 8
     console.shot("domains")
     page.get_by_role("button", name="Verify").click()
     page.locator(".badge.verified").wait_for()

@@ -2,6 +2,7 @@
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
                                            PasswordResetToken, SmtpAuthFailure, User,
                                            UserSession)
+from chalicelib.db.models.dmarc import DmarcRecord, DmarcReport
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
@@ -14,7 +15,7 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
-    "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
+    "DkimKey", "DmarcRecord", "DmarcReport", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
     "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",

@@ -1,4 +1,5 @@
-// A server at a glance: what to do next, delivery outcomes over time, opens and clicks.
+// A server at a glance: what to do next, delivery outcomes over time, opens and clicks over
+// time (/stats/engagement) and in all.
 import { get } from '../../api.js';
 import { badge, barChart, h, link, section, tabs } from '../../ui.js';
 import { adminBase, serverBase } from './base.js';
@@ -7,6 +8,7 @@ const OUTCOMES = [
   { key: 'sent', label: 'Sent' }, { key: 'delayed', label: 'Delayed' },
   { key: 'failed', label: 'Failed' }, { key: 'held', label: 'Held' },
 ];
+const ENGAGEMENT = [{ key: 'opens', label: 'Opens' }, { key: 'clicks', label: 'Clicks' }];
 const RANGES = { '24h': [1, 'hour', 'Last 24 hours'], '7d': [7, 'day', 'Last 7 days'], '30d': [30, 'day', 'Last 30 days'] };
 
 function stat(n, label) { return h('div', { class: 'stat' }, h('span', { class: 'n' }, String(n ?? 0)), h('span', { class: 'l' }, label)); }
@@ -38,10 +40,11 @@ export async function overview(ctx) {
   const range = RANGES[ctx.query.get('range')] ? ctx.query.get('range') : '24h';
   const [days, interval, rangeLabel] = RANGES[range];
   const from = new Date(Date.now() - days * 86400000).toISOString().replace(/\.\d+Z$/, 'Z');
-  const [srv, summary, deliveries, domains] = await Promise.all([
+  const [srv, summary, deliveries, engagement, domains] = await Promise.all([
     get(adminBase(ctx)).then((d) => d.server),
     get('/stats', { server: ctx.server, params: { from } }).then((d) => d.stats),
     get('/stats/deliveries', { server: ctx.server, params: { from, interval } }).then((d) => d.stats),
+    get('/stats/engagement', { server: ctx.server, params: { from, interval } }).then((d) => d.stats),
     get(`${adminBase(ctx)}/domains`, { params: { per_page: 100 } }).then((d) => d.domains),
   ]);
   const base = serverBase(ctx);
@@ -66,6 +69,7 @@ export async function overview(ctx) {
     section(`Delivery outcomes · ${rangeLabel}`, null,
       barChart(deliveries.buckets, OUTCOMES, { title: `Delivery outcomes per ${interval}, ${rangeLabel.toLowerCase()}` })),
     section(`Opens and clicks · ${rangeLabel}`, null,
+      barChart(engagement.buckets, ENGAGEMENT, { title: `Opens and clicks per ${interval}, ${rangeLabel.toLowerCase()}`, grouped: true }),
       hbars([['Opens', summary.opens, 'opens'], ['Unique opens', summary.unique_opens, 'opens'],
         ['Machine opens', summary.machine_opens, 'held'], ['Clicks', summary.clicks, 'clicks'],
         ['Unique clicks', summary.unique_clicks, 'clicks'], ['Machine clicks', summary.machine_clicks, 'held']]),

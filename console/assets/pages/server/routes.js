@@ -9,12 +9,14 @@ const inbound = () => import('./inbound.js');
 const inboundRoutes = () => import('./inbound_routes.js');
 const content = () => import('./content.js');
 const settings = () => import('./settings.js');
+const dmarc = () => import('./dmarc.js');
 
 export const serverRoutes = [
   { path: '', title: 'Overview', load: () => overview().then((m) => m.overview) },
   { path: '/messages', title: 'Messages', load: () => messages().then((m) => m.list) },
   { path: '/messages/:id', title: 'Message', load: () => messages().then((m) => m.show) },
   { path: '/domains', title: 'Domains', load: () => setup().then((m) => m.domains) },
+  { path: '/domains/:name/dmarc', title: 'DMARC reports', load: () => dmarc().then((m) => m.dmarc) },
   { path: '/credentials', title: 'Credentials', load: () => setup().then((m) => m.credentials) },
   { path: '/webhooks', title: 'Webhooks', load: () => webhooks().then((m) => m.list) },
   { path: '/webhooks/:id', title: 'Webhook', load: () => webhooks().then((m) => m.show) },

@@ -1,12 +1,12 @@
 // Setting a server up: sending domains (the DNS records to publish, verify) and credentials
 // (API keys and SMTP passwords, each shown once).
 import { del, enc, get, patch, post } from '../../api.js';
-import { actionButton, badge, copyable, dl, form, h, notice, section, shownOnce, table, when } from '../../ui.js';
-import { adminBase } from './base.js';
+import { actionButton, badge, copyable, dl, form, h, link, notice, section, shownOnce, table, when } from '../../ui.js';
+import { adminBase, serverBase } from './base.js';
 
 function dnsTable(domain) {
   const r = domain.dns_records || {};
-  const rows = [['Verification', r.verification], ['SPF', r.spf], ['DKIM', r.dkim]].filter(([, rec]) => rec);
+  const rows = [['Verification', r.verification], ['SPF', r.spf], ['DKIM', r.dkim], ['DMARC', r.dmarc]].filter(([, rec]) => rec);
   return table([
     { label: 'Purpose', render: ([purpose]) => purpose },
     { label: 'Type', render: ([, rec]) => rec.type },
@@ -20,7 +20,7 @@ export async function domains(ctx) {
   const list = (await get(base, { params: { per_page: 100 } })).domains;
   const manage = ctx.can('domains.manage');
   const out = h('div', {}, h('h1', {}, 'Domains'),
-    h('p', { class: 'sub' }, 'Mail can be sent from verified domains only. Publish the three TXT records at your DNS provider, then verify.'));
+    h('p', { class: 'sub' }, 'Mail can be sent from verified domains only. Publish the TXT records at your DNS provider (verification, SPF and DKIM are required; DMARC sends you reports), then verify.'));
   if (manage) {
     out.append(section('Add a domain', null, form({
       className: 'inline',
@@ -47,8 +47,13 @@ export async function domains(ctx) {
       h('div', { class: 'card-head' }, h('h2', { id: `dom-${d.id}` }, d.name, ' ', d.verified ? badge('Verified', 'verified') : badge('Not verified', 'unverified')),
         h('div', { class: 'actions' }, actions)),
       result,
+      h('p', {}, link(`${serverBase(ctx)}/domains/${enc(d.name)}/dmarc`, `DMARC reports for ${d.name}`)),
       h('p', { class: 'help' }, d.verified ? `Verified ${when(d.verified_at)}. Keep the records published: receivers check SPF and DKIM on every message.` : 'Publish these records, then press Verify.'),
-      dnsTable(d)));
+      dnsTable(d),
+      d.dns_records.dmarc_report_authorization ? h('p', { class: 'help' },
+        'DMARC reports come to this service; receivers accept that because its operator publishes ',
+        h('code', {}, `${d.dns_records.dmarc_report_authorization.name} TXT "${d.dns_records.dmarc_report_authorization.value}"`),
+        ' (nothing for you to publish).') : null));
   }
   return out;
 }
