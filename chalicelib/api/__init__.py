@@ -29,6 +29,7 @@ def blueprints():
         ("chalicelib.api.accounts.invitations", AUTH_PREFIX),
         ("chalicelib.api.accounts.sso", AUTH_PREFIX),
         ("chalicelib.api.accounts.options", AUTH_PREFIX),
+        ("chalicelib.api.accounts.passkeys", AUTH_PREFIX),
         ("chalicelib.api.server.bulk", SERVER_PREFIX),
         ("chalicelib.api.server.messages", SERVER_PREFIX),
         ("chalicelib.api.admin.suppressions", ADMIN_PREFIX),
