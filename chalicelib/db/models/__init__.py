@@ -2,6 +2,7 @@
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
                                            PasswordResetToken, SmtpAuthFailure, User,
                                            UserSession)
+from chalicelib.db.models.mail_frames import MailFrame
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
@@ -15,7 +16,7 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
     "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
-    "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
+    "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",
