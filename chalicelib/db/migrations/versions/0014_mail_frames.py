@@ -1,4 +1,4 @@
-"""mail frames
+"""mail frames; messages sized by the bytes they were sent as
 
 Revision ID: 0014
 Revises: 0007
@@ -35,6 +35,12 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_mail_frames_server_id'), ['server_id'], unique=False)
 
     # ### end Alembic commands ###
+    # A message's size is that of its raw source as GET .../raw shows it: once prepared for
+    # sending, the bytes sent (services/delivery/attempt.py keeps it so from now on). Rows
+    # written before kept the submission's size.
+    op.execute("UPDATE messages SET size = (SELECT length(raw) FROM message_raws "
+               "WHERE message_raws.message_id = messages.id) "
+               "WHERE id IN (SELECT message_id FROM message_raws)")
 
 
 def downgrade() -> None:
