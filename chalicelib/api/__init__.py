@@ -35,6 +35,7 @@ def blueprints():
         ("chalicelib.api.admin.suppressions", ADMIN_PREFIX),
         ("chalicelib.api.server.streams", SERVER_PREFIX),
         ("chalicelib.api.server.templates", SERVER_PREFIX),
+        ("chalicelib.api.server.mail_frames", SERVER_PREFIX),
         ("chalicelib.api.server.template_sends", SERVER_PREFIX),
         ("chalicelib.api.server.stats", SERVER_PREFIX),
         ("chalicelib.api.server.engagement", SERVER_PREFIX),
@@ -42,6 +43,7 @@ def blueprints():
         ("chalicelib.api.admin.domain_dns", ADMIN_PREFIX),
         ("chalicelib.api.public.tracking", ""),
         ("chalicelib.api.public.unsubscribe", ""),
+        ("chalicelib.api.public.mail_frames", ""),
         ("chalicelib.api.openapi", ""),
         ("chalicelib.api.public.metrics", ""),
         ("chalicelib.api.console", None),  # None: "/" stays "/" (a prefix would make it "")

@@ -168,6 +168,17 @@ class Template(TypedDict):
 
 
 @record
+class MailFrame(TypedDict):
+    """A mail's HTML to show in a sandboxed frame, at a short-lived URL of its own."""
+
+    kind: str
+    id: str | None
+    url: str  # absolute, at PUBLIC_URL
+    path: str  # the same, relative to the API's origin (what the console loads)
+    expires_at: datetime
+
+
+@record
 class Rendered(TypedDict):
     """A rendered template (a part the template lacks is null)."""
 

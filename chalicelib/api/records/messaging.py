@@ -1,13 +1,15 @@
 """Records of mail in answers: messages, delivery attempts, events, bounces, opens and clicks,
-inbound messages, streams and templates (shapes in chalicelib/shapes/messaging.py). A
+inbound messages, streams, templates and mail frames (shapes in chalicelib/shapes/messaging.py). A
 message's ``show`` adds ``events`` (its history) and ``deliveries`` (MessageDetail).
 """
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from chalicelib.db.models import (ClickEvent, Credential, Delivery, Message, MessageEvent,
-                                  OpenEvent, Route, Server, Stream, Template)
+from chalicelib.config import get_settings
+from chalicelib.db.models import (ClickEvent, Credential, Delivery, MailFrame, Message,
+                                  MessageEvent, OpenEvent, Route, Server, Stream, Template)
+from chalicelib.services.mailframes import frames
 from chalicelib.services.messages import search
 from chalicelib.shapes import builds
 from chalicelib.shapes import messaging as shape
@@ -125,6 +127,13 @@ def template(template: Template, *, bodies: bool = True) -> dict:
         data["html_body"] = template.html_body
         data["text_body"] = template.text_body
     return data
+
+
+@builds(shape.MailFrame)
+def mail_frame(frame: MailFrame) -> dict:
+    path = frames.path(frame)
+    return {"kind": frame.kind, "id": frame.ref, "path": path,
+            "url": get_settings().effective_public_url + path, "expires_at": frame.expires_at}
 
 
 @builds(shape.ServerInfo)

@@ -2,6 +2,7 @@
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
                                            Passkey, PasskeyCeremony, PasswordResetToken,
                                            SmtpAuthFailure, User, UserSession)
+from chalicelib.db.models.mail_frames import MailFrame
 from chalicelib.db.models.messages import (CapturedMessage, Delivery, Message, MessageEvent,
                                            MessageRaw, Stream, Submission, Suppression, Template)
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
@@ -16,7 +17,7 @@ __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "CapturedMessage", "ClickEvent",
     "Credential", "Delivery",
     "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
-    "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "Passkey",
+    "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "Passkey",
     "PasskeyCeremony", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",

@@ -1,7 +1,7 @@
 """passkeys and the captured-mail inbox
 
 Revision ID: 0013
-Revises: 0007
+Revises: 0014
 Create Date: 2026-11-26 06:42:43.559447
 """
 from alembic import op
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 
 revision = '0013'
-down_revision = '0007'
+down_revision = '0014'  # 0007 on its own; after 0014 since i23-console's mail frames were merged in
 branch_labels = None
 depends_on = None
 
