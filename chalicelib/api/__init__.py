@@ -32,6 +32,7 @@ def blueprints():
         ("chalicelib.api.accounts.passkeys", AUTH_PREFIX),
         ("chalicelib.api.server.bulk", SERVER_PREFIX),
         ("chalicelib.api.server.messages", SERVER_PREFIX),
+        ("chalicelib.api.server.captured", SERVER_PREFIX),
         ("chalicelib.api.admin.suppressions", ADMIN_PREFIX),
         ("chalicelib.api.server.streams", SERVER_PREFIX),
         ("chalicelib.api.server.templates", SERVER_PREFIX),

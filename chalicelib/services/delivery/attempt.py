@@ -28,7 +28,7 @@ import logging
 from chalicelib import observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import recorder as recording, smtp, steps
+from chalicelib.services.delivery import capture, recorder as recording, smtp, steps
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import entries as suppressions
 
@@ -96,9 +96,12 @@ def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
     values, attempt_row = decision.values, decision.attempt
     if size is not None:
         values = {**values, "size": size}
+    # DELIVERY_RELAY=capture: kept, not sent; the inbox entry commits with the outcome.
+    captured = capture.CAPTURED if outcome.status == smtp.SENT and \
+        outcome.host == capture.HOST else None
     pending = recording.outcome(
         db, message, worker, values, event=decision.event, attempt=attempt_row,
-        attempt_id=attempt_id, raw=raw,
+        attempt_id=attempt_id, raw=raw, captured=captured,
         observe=lambda: _observe(message, values["status"], attempt_row, values["attempts"]))
     return _said(outcome.status, recorder.write(db, pending))
 
@@ -108,6 +111,8 @@ def hold_message(db, message, worker: str, recorder: Recorder, hold: steps.Hold)
         db, message, worker, {"status": statuses.HELD, "held": True, "next_attempt_at": None,
                               "status_details": hold.status_details},
         event=("MessageHeld", hold.event_details),
+        # A server switched to Development: its mail goes to the captured-mail inbox.
+        captured=capture.DEVELOPMENT if hold.status_details == steps.DEVELOPMENT else None,
         observe=None if hold.log_reason is None else lambda: _held(message, hold.log_reason))
     return _said("held", recorder.write(db, pending))
 

@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.db.models import Server
+from chalicelib.services.messages import captured as captured_mail, search
+from chalicelib.services.mime import view
 from chalicelib.services.sending import templates
 
 Builder = Callable[[Session, Server, "str | None", dict[str, Any]], str]
@@ -48,7 +50,39 @@ def template(db: Session, server: Server, ref: str | None, parts: dict[str, Any]
     return rendered["html_body"]
 
 
+def _number(ref: str | None, what: str) -> int:
+    if not ref:
+        raise errors.ParameterMissing(f"id is required: the {what}'s id", field="id")
+    if not ref.isdigit() or len(ref) > 18:
+        raise errors.NotFound(f"no {what} {ref!r} on this server")
+    return int(ref)
+
+
+def _shown(raw: bytes, what: str) -> str:
+    html = view.html_for_frame(raw)
+    if html is None:
+        raise errors.ValidationError(f"id: the {what} has no HTML part to show (its text "
+                                     "part is in its content)", field="id")
+    return html
+
+
+def message(db: Session, server: Server, ref: str | None, parts: dict[str, Any]) -> str:
+    """A message's HTML part as its recipient sees it (inline images included), from the
+    source as submitted: without the open pixel and rewritten links, so showing it counts
+    no open and follows no click."""
+    found = search.find(db, server.id, _number(ref, "message"))
+    return _shown(search.view_source(db, found), "message")
+
+
+def captured(db: Session, server: Server, ref: str | None, parts: dict[str, Any]) -> str:
+    """A captured-mail inbox entry's HTML part (as ``message``)."""
+    _, found = captured_mail.find(db, server.id, _number(ref, "captured message"))
+    return _shown(search.view_source(db, found), "captured message")
+
+
 # kind -> its builder. The kinds are the API's `kind` values (docs/api.md#mail-frames).
 KINDS: dict[str, Builder] = {
     "template": template,
+    "message": message,
+    "captured": captured,
 }
