@@ -4,6 +4,7 @@ import { enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, link, notice, section, table, when } from '../../ui.js';
 import { mailFrame } from '../../mailframe.js';
 import { serverBase } from './base.js';
+import { testSend } from './test_send.js';
 
 export async function streams(ctx) {
   const list = (await get('/streams', { server: ctx.server, params: { per_page: 100, include_archived: true } })).streams;
@@ -72,15 +73,20 @@ export async function template(ctx) {
   modelInput.value = '{\n  "name": "Ada"\n}';
 
   let editor = null;
-  async function preview() {
-    problem.replaceChildren();
+  // The editor's text as it is now, saved or not (the render endpoint takes unsaved parts).
+  function renderBody() {
     let model;
     try { model = JSON.parse(modelInput.value || '{}'); } catch (err) {
-      problem.replaceChildren(notice(`The model is not valid JSON: ${err.message}`, 'error')); return;
+      throw new Error(`The model is not valid JSON: ${err.message}`);
     }
-    // The editor's text as it is now, saved or not (the render endpoint takes unsaved parts).
     const body = { template_model: model };
     if (editor) for (const part of ['subject', 'html_body', 'text_body']) body[part] = editor.inputs[part].value;
+    return body;
+  }
+  async function preview() {
+    problem.replaceChildren();
+    let body;
+    try { body = renderBody(); } catch (err) { problem.replaceChildren(notice(err.message, 'error')); return; }
     try {
       const r = await post(`${path}/render`, body, { server: ctx.server });
       subject.replaceChildren(h('strong', {}, 'Subject: '), r.subject || '(none)');
@@ -126,7 +132,9 @@ export async function template(ctx) {
       section('Preview', null,
         h('label', { for: 'tpl-model' }, 'Model (JSON): the preview follows as you type'), modelInput,
         problem, subject, frame.el, h('h3', {}, 'Text part'), text,
-        h('p', { class: 'help' }, `Rendered by the service from ${editor ? 'the text in the editor, saved or not' : 'the saved template'}, and shown as a mail client shows it: styles and images apply; scripts do not run and links do not open.`))));
+        h('p', { class: 'help' }, `Rendered by the service from ${editor ? 'the text in the editor, saved or not' : 'the saved template'}, and shown as a mail client shows it: styles and images apply; scripts do not run and links do not open.`)),
+      ctx.can('messages.manage') ? section('Send a test', null,
+        await testSend(ctx, () => post(`${path}/render`, renderBody(), { server: ctx.server }))) : null));
   setTimeout(preview, 0);
   return node;
 }
