@@ -9,16 +9,20 @@ nothing from the service, shows them as a mail client does."""
 from __future__ import annotations
 
 import base64
-from email import policy
-from email.message import EmailMessage
-from email.parser import BytesParser
+from typing import TYPE_CHECKING
 
 from chalicelib import errors
+
+if TYPE_CHECKING:
+    from email.message import EmailMessage
 
 MAX_INLINE_IMAGE = 2 * 1024 * 1024  # larger inline images stay links (the frame shows none)
 
 
 def _parse(raw: bytes) -> EmailMessage:
+    from email import policy  # imported at first use: the cold start does not pay for it
+    from email.parser import BytesParser
+
     return BytesParser(policy=policy.default).parsebytes(raw)
 
 
