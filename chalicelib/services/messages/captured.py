@@ -6,12 +6,13 @@ at its message, whose stored bytes it shows; clearing the inbox deletes entries,
 messages, their history or statistics."""
 from __future__ import annotations
 
-from sqlalchemy import delete, insert, or_, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.db.models import CapturedMessage, Message
 from chalicelib.services.delivery.capture import DEVELOPMENT
+from chalicelib.services.messages import search
 
 
 def keep_development(db: Session, server_id: int, message_ids: list[int]) -> None:
@@ -31,8 +32,7 @@ def list_stmt(server_id: int, *, query: str | None = None, reason: str | None = 
     if reason:
         stmt = stmt.where(CapturedMessage.reason == reason)
     if query:
-        stmt = stmt.where(or_(*(column.icontains(query, autoescape=True) for column in
-                                (Message.subject, Message.rcpt_to, Message.mail_from))))
+        stmt = stmt.where(search.text_found(query))
     return stmt.order_by(CapturedMessage.id.desc())
 
 

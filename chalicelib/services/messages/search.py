@@ -39,9 +39,14 @@ def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
     if bounce_category:
         stmt = stmt.where(Message.bounce_category == bounce_category)
     if query:
-        stmt = stmt.where(or_(*(column.icontains(query, autoescape=True) for column in
-                                (Message.subject, Message.rcpt_to, Message.mail_from))))
+        stmt = stmt.where(text_found(query))
     return stmt.order_by(Message.id.desc())
+
+
+def text_found(query: str):
+    """The condition ``query`` is in a message's subject, recipient or sender (any case)."""
+    return or_(*(column.icontains(query, autoescape=True)
+                 for column in (Message.subject, Message.rcpt_to, Message.mail_from)))
 
 
 def stream_permalinks(db: Session, stream_ids) -> dict[int, str]:
