@@ -285,7 +285,19 @@ KEYS: tuple[Key, ...] = (
          "Powertools Tracer subsegments per invocation, sent to X-Ray (the deployed stages, "
          "with active tracing on the functions)."),
     _env("CAPTURE_DIR", "var/captured", str,
-         "Where DELIVERY_RELAY=capture writes each outgoing message as <token>.eml."),
+         "Where DELIVERY_RELAY=capture also writes each outgoing message as <token>.eml, as a "
+         "mailbox would; empty: no files (the deployed stages: Lambda has no shared disk). "
+         "Captured mail is kept in the database either way: the console's inbox and "
+         "GET /api/v2/server/captured read it from there."),
+    _env("WEBAUTHN_RP_ID", "", str,
+         "Passkeys' relying-party id: the console's host name or a registrable suffix of it "
+         "(passkeys work for that domain and its subdomains; changing it orphans every "
+         "registered passkey). Empty: the host of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
+    _env("WEBAUTHN_RP_NAME", "Email service", str,
+         "The name a browser shows for this installation when a passkey is made or used."),
+    _env("WEBAUTHN_ORIGINS", "", str,
+         "Origins (scheme://host[:port]) whose pages may register and use passkeys, "
+         "comma-separated; empty: the origin of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
     _env("PASSWORD_HASH_TIME_COST", 3, int, "argon2id iterations; hashes made otherwise are upgraded at login."),
     _env("PASSWORD_HASH_MEMORY_KIB", 65536, int, "argon2id memory in KiB (64 MiB default)."),
     _env("PASSWORD_HASH_PARALLELISM", 4, int, "argon2id lanes."),
@@ -376,6 +388,9 @@ class Settings(BaseModel):
     metrics_backend: str
     tracing: bool
     capture_dir: str
+    webauthn_rp_id: str
+    webauthn_rp_name: str
+    webauthn_origins: str
     password_hash_time_cost: int
     password_hash_memory_kib: int
     password_hash_parallelism: int
@@ -413,6 +428,24 @@ class Settings(BaseModel):
     def effective_frontend_url(self) -> str:
         """Where links for people point: AUTH_FRONTEND_URL, else the console served here."""
         return (self.auth_frontend_url or self.effective_public_url).rstrip("/")
+
+    @property
+    def effective_webauthn_rp_id(self) -> str:
+        if self.webauthn_rp_id:
+            return self.webauthn_rp_id.strip().rstrip(".").lower()
+        from urllib.parse import urlsplit
+
+        return (urlsplit(self.effective_frontend_url).hostname or self.host).lower()
+
+    @property
+    def effective_webauthn_origins(self) -> list[str]:
+        listed = [o.strip().rstrip("/") for o in self.webauthn_origins.split(",") if o.strip()]
+        if listed:
+            return listed
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.effective_frontend_url)
+        return [f"{parts.scheme}://{parts.netloc}"]
 
     def scaled(self, seconds: float) -> float:
         """A scheduled delay after TIME_SCALE."""

@@ -18,8 +18,9 @@ LOCAL_DEFAULTS = {"LOG_FORMAT": "text", "DELIVERY_RELAY": "capture"}
 def _outgoing(settings) -> str:
     relay = settings.delivery_relay.strip()
     if relay.lower() == "capture":
-        return (f"captured in {settings.capture_dir}/<token>.eml, shown as Sent, never sent "
-                "(DELIVERY_RELAY=mx or host:port to deliver)")
+        files = f" and {settings.capture_dir}/<token>.eml" if settings.capture_dir else ""
+        return (f"captured in the console's Captured mail page{files}, shown as Sent, never "
+                "sent (DELIVERY_RELAY=mx or host:port to deliver)")
     if relay and relay.lower() != "mx":
         return f"relayed through {relay} (DELIVERY_RELAY)"
     return "delivered to the recipients' MX hosts over the internet (DELIVERY_RELAY=mx)"

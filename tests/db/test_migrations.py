@@ -99,3 +99,35 @@ def test_hourly_engagement_counters_are_built_from_the_kept_events(tmp_path):
                     ("2026-01-02 10:00:00.000000", "machine_opens"): 1,
                     ("2026-01-02 10:00:00.000000", "unique_opens"): 1,
                     ("2026-01-02 11:00:00.000000", "opens"): 1}
+
+
+def test_sent_messages_are_sized_by_the_bytes_they_were_sent_as(tmp_path):
+    """0014: a message prepared for sending before its size followed the bytes sent gets
+    their size; one never prepared keeps its submission's."""
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path}/sizes.db"
+    migrate.upgrade(url, "0007")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
+                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
+                          "'2026-01-01', '2026-01-01')"))
+        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
+                          "track_opens, track_clicks, message_retention_days, created_at, "
+                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
+                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        for token in ("sent", "held"):
+            conn.execute(text(
+                "INSERT INTO messages (server_id, token, scope, bounce, rcpt_to, mail_from, "
+                "size, status, held, track_opens, track_clicks, attempts, opens_count, "
+                "clicks_count, created_at, updated_at) SELECT id, :t, 'outgoing', 0, "
+                "'a@x.example', 'b@x.example', 282, 'Sent', 0, 0, 0, 1, 0, 0, '2026-01-01', "
+                "'2026-01-01' FROM servers"), {"t": token})
+        conn.execute(text("INSERT INTO message_raws (message_id, raw) SELECT id, :raw "
+                          "FROM messages WHERE token = 'sent'"), {"raw": b"x" * 1202})
+    migrate.upgrade(url)
+    with engine.connect() as conn:
+        sizes = dict(conn.execute(text("SELECT token, size FROM messages")).all())
+    engine.dispose()
+    assert sizes == {"sent": 1202, "held": 282}

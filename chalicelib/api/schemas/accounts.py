@@ -2,6 +2,8 @@
 users, memberships and invitations in answers. Unknown fields are ignored."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from chalicelib.api.schemas import Name as RequiredName, Schema
@@ -54,6 +56,35 @@ class TotpCodeIn(Schema):
 
 class PasswordIn(Schema):
     password: str = Password
+
+
+class OptionalPasswordIn(Schema):
+    """Re-authentication for a passkey change: required when the account has a password."""
+
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+
+
+class PasskeyLoginOptionsIn(Schema):
+    """Neither field: a passkey sign-in. Both: the password step before a passkey as the
+    second factor."""
+
+    email_address: str | None = Field(default=None, max_length=255)
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+
+
+class PasskeyAnswerIn(Schema):
+    """The browser's answer (PublicKeyCredential.toJSON()) to the options of ``ceremony``."""
+
+    ceremony: str = Field(min_length=1, max_length=128)
+    credential: dict[str, Any]
+
+
+class PasskeyRegisterIn(PasskeyAnswerIn):
+    name: str | None = Field(default=None, max_length=100)
+
+
+class PasskeyRenameIn(Schema):
+    name: str = Field(min_length=1, max_length=100)
 
 
 class InvitationAcceptIn(Schema):

@@ -28,7 +28,7 @@ import logging
 from chalicelib import observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import recorder as recording, smtp, steps
+from chalicelib.services.delivery import capture, recorder as recording, smtp, steps
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import entries as suppressions
 
@@ -46,12 +46,15 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
     reason = steps.unsignable(message)
     if reason is not None:
         return record(db, message, worker, recorder, smtp.Outcome(smtp.HARD, reason), None)
-    raw = None
+    raw = size = None
     data = message.sent
     if data is None:
         # Prepared once; every attempt sends these same bytes, and GET .../raw shows them.
-        # Written with the InFlight marker (or the outcome).
+        # Written with the InFlight marker (or the outcome), and the message's size becomes
+        # theirs (DKIM signature, tracking and headers added): one size for the message, the
+        # size of what GET .../raw answers.
         data = raw = steps.prepare(db, message)
+        size = len(data)
     if not recorder.claim_open:
         # No transaction (nor SQLite write lock) stays open during network I/O, except a
         # batch's open claim on PostgreSQL: it commits with this message's first write.
@@ -60,7 +63,7 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
         hosts = smtp.targets(message.rcpt_to.rpartition("@")[2])
     except smtp.TargetError as exc:
         outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
-        return record(db, message, worker, recorder, outcome, None, raw)
+        return record(db, message, worker, recorder, outcome, None, raw, size)
     in_flight: list[int] = []
 
     def before_data(host: str) -> None:
@@ -76,12 +79,13 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
                     message.id)
         return "claim-lost"
     return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
-                  raw)
+                  raw, size)
 
 
 def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
-           attempt_id: int | None, raw: bytes | None = None) -> str:
-    """Decide what ``outcome`` means for the message and write it."""
+           attempt_id: int | None, raw: bytes | None = None, size: int | None = None) -> str:
+    """Decide what ``outcome`` means for the message and write it; ``size``: of the bytes
+    prepared for this first attempt."""
     decision = steps.decide(message, outcome)
     if decision.retry_in is not None:
         queues.enqueue_after_commit(db, queues.DELIVERIES, message.id,
@@ -90,9 +94,14 @@ def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
         suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
                               origin="hard_fail", details=decision.suppress)
     values, attempt_row = decision.values, decision.attempt
+    if size is not None:
+        values = {**values, "size": size}
+    # DELIVERY_RELAY=capture: kept, not sent; the inbox entry commits with the outcome.
+    captured = capture.CAPTURED if outcome.status == smtp.SENT and \
+        outcome.host == capture.HOST else None
     pending = recording.outcome(
         db, message, worker, values, event=decision.event, attempt=attempt_row,
-        attempt_id=attempt_id, raw=raw,
+        attempt_id=attempt_id, raw=raw, captured=captured,
         observe=lambda: _observe(message, values["status"], attempt_row, values["attempts"]))
     return _said(outcome.status, recorder.write(db, pending))
 
@@ -102,6 +111,8 @@ def hold_message(db, message, worker: str, recorder: Recorder, hold: steps.Hold)
         db, message, worker, {"status": statuses.HELD, "held": True, "next_attempt_at": None,
                               "status_details": hold.status_details},
         event=("MessageHeld", hold.event_details),
+        # A server switched to Development: its mail goes to the captured-mail inbox.
+        captured=capture.DEVELOPMENT if hold.status_details == steps.DEVELOPMENT else None,
         observe=None if hold.log_reason is None else lambda: _held(message, hold.log_reason))
     return _said("held", recorder.write(db, pending))
 

@@ -1,7 +1,7 @@
 """One delivery attempt of one outgoing message over SMTP (no database in here).
 
-``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set (``capture``: kept on
-disk, see capture.py; ``mx``: as when empty), else the recipient
+``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set (``capture``: kept in
+the captured-mail inbox, see capture.py; ``mx``: as when empty), else the recipient
 domain's MX hosts in preference order (equal preferences shuffled), else the domain itself
 when it has A/AAAA records but no MX (RFC 5321 5.1). A null MX (RFC 7505) or a domain that
 does not exist is a permanent failure; a DNS timeout is a temporary one.
@@ -38,7 +38,7 @@ from chalicelib import dns_lookup, statuses
 
 SENT, SOFT, HARD = statuses.SENT, statuses.SOFT_FAIL, statuses.HARD_FAIL
 MAX_OUTPUT = 1000
-CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept on disk, never sent (services/capture)
+CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept, never sent (delivery/capture.py)
 
 
 @dataclass
@@ -207,8 +207,9 @@ def _capture(mail_from: str, rcpt_to: str, data: bytes, started: float) -> Outco
         return Outcome(SOFT, f"could not capture the message: {_describe(exc)}",
                        host=capture.HOST, tried=[capture.HOST],
                        duration_ms=int((time.perf_counter() - started) * 1000))
-    return Outcome(SENT, f"captured (DELIVERY_RELAY=capture), not sent: {path}",
-                   host=capture.HOST, code=250, output=f"captured in {path}", stage="done",
+    where = path or "the captured-mail inbox"
+    return Outcome(SENT, f"captured (DELIVERY_RELAY=capture), not sent: {where}",
+                   host=capture.HOST, code=250, output=f"captured in {where}", stage="done",
                    tried=[capture.HOST],
                    duration_ms=int((time.perf_counter() - started) * 1000))
 

@@ -5,7 +5,8 @@ is deleted with its messages (deliveries, events, raw bytes and tracking go with
 ON DELETE CASCADE) — but never while one of its messages still has work pending. Statistics
 are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 ``WEBHOOK_LOG_RETENTION_DAYS`` and DMARC reports ``DMARC_REPORT_RETENTION_DAYS`` after the
-period they report on; expired sessions, reset tokens, SSO states and suppressions go
+period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
+suppressions go
 a day after they expire. The audit trail (auth_events) is kept.
 """
 from __future__ import annotations
@@ -17,8 +18,9 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, statuses
 from chalicelib.config import get_settings
-from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey, InstallationKey, Message,
-                                  OidcLogin, PasswordResetToken, Server,
+from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
+                                  InstallationKey, Message, OidcLogin, PasskeyCeremony,
+                                  PasswordResetToken, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 
@@ -64,6 +66,7 @@ def prune(db: Session) -> dict[str, int]:
         ("sessions", UserSession, UserSession.expires_at < grace),
         ("password_reset_tokens", PasswordResetToken, PasswordResetToken.expires_at < grace),
         ("oidc_logins", OidcLogin, OidcLogin.expires_at < grace),
+        ("passkey_ceremonies", PasskeyCeremony, PasskeyCeremony.expires_at < grace),
         ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
                                            Suppression.expires_at < grace)),
         # DMARC reports (their rows go with them) by the period they report on.

@@ -1,4 +1,5 @@
-"""Build RFC 5322 messages safely (pure: no HTTP, no database).
+"""Build RFC 5322 messages safely (pure: no HTTP, no database); ``view`` reads stored ones back
+for people (headers, text, HTML, attachments).
 
 Everything that reaches a header or the wire passes through this module:
 

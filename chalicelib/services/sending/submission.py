@@ -32,7 +32,7 @@ from chalicelib.db import after_commit
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
 from chalicelib.services.domains import manage
-from chalicelib.services.messages import events
+from chalicelib.services.messages import captured, events
 from chalicelib.services import mime
 from chalicelib.services.sending import limits, store as submission_store
 from chalicelib.services.suppressions import entries as suppressions
@@ -458,6 +458,9 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
     if not rows:
         return results
     sub_ids, ids = submission_store.store(db, server.id, now, sub_rows, rows, owner)
+    # Development mode: never delivered, so kept in the server's captured-mail inbox.
+    captured.keep_development(db, server.id, [i for i, row in zip(ids, rows)
+                                             if row["status_details"] == DEVELOPMENT_DETAILS])
     held_rows = {i: row for i, row in zip(ids, rows) if row["held"]}
     if held_rows:
         for message in db.scalars(select(Message).where(Message.id.in_(list(held_rows)))

@@ -1,8 +1,9 @@
-// Pages before signing in: sign-in (password, then the TOTP code), registration, the first
-// run (the first instance admin, made with the operator's admin API key), forgotten
-// passwords, the password-reset and invitation links.
+// Pages before signing in: sign-in (password, then the TOTP code or a passkey; or a passkey
+// alone), registration, the first run (the first instance admin, made with the operator's
+// admin API key), forgotten passwords, the password-reset and invitation links.
 import { ApiError, enc, get, post, session } from '../api.js';
-import { form, h, link, notice } from '../ui.js';
+import { actionButton, form, h, link, notice } from '../ui.js';
+import * as passkeys from '../passkeys.js';
 
 async function options() {
   return (await get('/auth/options', { auth: false })).options;
@@ -23,6 +24,21 @@ export async function signIn(ctx) {
   const after = h('div', {});
   const links = h('p', { class: 'links' }, link('/forgot-password', 'Forgot your password?'));
 
+  // The second factor as a passkey: the password is checked again with the options.
+  const passkeyButton = (credentials, label) => actionButton(label,
+    async () => ctx.signedIn(await passkeys.signIn(credentials), next), { kind: 'wide' });
+
+  // Signing in with a passkey alone (its own user verification stands for both factors).
+  const passkeyAlone = passkeys.supported() ? passkeyButton({}, 'Use a passkey') : null;
+
+  const passkeyStep = (credentials) => {
+    if (passkeyAlone) passkeyAlone.remove();
+    box.replaceChildren(h('h2', {}, 'Two-factor authentication'),
+      h('p', {}, 'This account uses a passkey as its second factor. Confirm with it to finish signing in.'),
+      passkeyButton(credentials, 'Use your passkey'));
+    box.querySelector('button').focus();
+  };
+
   const totpStep = (credentials) => {
     const f = form({
       fields: [{ name: 'totp_code', label: 'Authentication code', required: true, autocomplete: 'one-time-code', inputmode: 'numeric',
@@ -33,7 +49,9 @@ export async function signIn(ctx) {
         ctx.signedIn(data, next);
       },
     });
-    box.replaceChildren(h('h2', {}, 'Two-factor authentication'), f);
+    if (passkeyAlone) passkeyAlone.remove();
+    box.replaceChildren(h('h2', {}, 'Two-factor authentication'), f,
+      passkeys.supported() ? h('p', { class: 'links' }, 'Or, if you added one: ', passkeyButton(credentials, 'Use a passkey instead')) : null);
     f.inputs.totp_code.focus();
   };
 
@@ -49,12 +67,14 @@ export async function signIn(ctx) {
         ctx.signedIn(data, next);
       } catch (err) {
         if (err instanceof ApiError && err.code === 'TOTPRequired') { totpStep(v); return; }
+        if (err instanceof ApiError && err.code === 'PasskeyRequired') { passkeyStep(v); return; }
         if (err instanceof ApiError && err.code === 'InvalidCredentials') err.field = 'password';
         throw err;
       }
     },
   });
   box.append(passwordForm);
+  if (passkeyAlone) after.append(passkeyAlone);
 
   options().then((opts) => {
     if (opts.first_run) {

@@ -1,18 +1,40 @@
-// Messages: a filtered, server-side paged list, and one message's whole story.
+// Messages: a filtered, server-side paged list (with a date range in the organization's time
+// zone), and one message's whole story, with the message as its recipient sees it.
 import { get, post } from '../../api.js';
-import { actionButton, badge, dl, h, link, notice, pager, section, table, when } from '../../ui.js';
+import { mailView } from '../../mailview.js';
+import { actionButton, badge, dl, h, link, notice, pager, section, table, timeZone, when } from '../../ui.js';
 import { MESSAGE_STATUSES, RETRYABLE_STATUSES } from '../../generated/rules.js';
 import { messageStatus, serverBase } from './base.js';
 
 // Whether a message's status_details is good news, bad news or neither.
 const DETAILS_KIND = new Map([[messageStatus('Sent'), 'success'], [messageStatus('HardFail'), 'error']]);
-const FILTERS = ['scope', 'status', 'tag', 'stream', 'query'];
+const FILTERS = ['scope', 'status', 'tag', 'stream', 'query', 'from', 'until'];
+
+// Midnight starting the day `day` (YYYY-MM-DD) in the time zone shown (the organization's;
+// the browser's when it has none), as an ISO instant for the API's from/to.
+function midnight(day, plusDays = 0) {
+  const [y, m, d] = day.split('-').map(Number);
+  const guess = Date.UTC(y, m - 1, d + plusDays);
+  const zone = timeZone();
+  if (!zone) return new Date(y, m - 1, d + plusDays).toISOString();
+  // The zone's wall clock at `guess`, read back as if it were UTC, gives the zone's offset.
+  const parts = Object.fromEntries(new Intl.DateTimeFormat('en-US', {
+    timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: '2-digit',
+  }).formatToParts(new Date(guess)).map((p) => [p.type, p.value]));
+  const wall = Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour, +parts.minute, +parts.second);
+  return new Date(guess - (wall - guess)).toISOString();
+}
 
 export async function list(ctx) {
   const q = ctx.query;
   const page = Number(q.get('page') || 1);
   const params = { page, per_page: 25 };
-  for (const k of FILTERS) if (q.get(k)) params[k] = q.get(k);
+  for (const k of FILTERS) if (q.get(k) && k !== 'from' && k !== 'until') params[k] = q.get(k);
+  // The range is whole days, both ends included: from the first day's midnight to the
+  // midnight after the last.
+  if (q.get('from')) params.from = midnight(q.get('from'));
+  if (q.get('until')) params.to = midnight(q.get('until'), 1);
   const [data, streams] = await Promise.all([
     get('/messages', { server: ctx.server, params }),
     get('/streams', { server: ctx.server, params: { per_page: 100 } }).then((d) => d.streams).catch(() => []),
@@ -33,6 +55,8 @@ export async function list(ctx) {
     field('scope', 'Direction', select('scope', [['', 'Both'], ['outgoing', 'Outgoing'], ['incoming', 'Incoming']])),
     field('stream', 'Stream', select('stream', [['', 'Any'], ...streams.map((s) => [s.permalink, s.name])])),
     field('tag', 'Tag', h('input', { id: 'f-tag', name: 'tag', value: q.get('tag') || '' })),
+    field('from', 'From day', h('input', { id: 'f-from', name: 'from', type: 'date', value: q.get('from') || '' })),
+    field('until', 'Until day', h('input', { id: 'f-until', name: 'until', type: 'date', value: q.get('until') || '' })),
     h('button', { type: 'submit', class: 'primary' }, 'Filter'),
     FILTERS.some((k) => q.get(k)) ? link(`${base}/messages`, 'Clear filters') : null);
   filters.addEventListener('submit', (e) => {
@@ -64,7 +88,6 @@ export async function show(ctx) {
     get(`/messages/${id}/clicks`, { server: ctx.server }).then((d) => d.clicks),
   ]) : [[], []];
   const base = serverBase(ctx);
-  const raw = h('div', {});
   const retryable = m.scope === 'outgoing' && RETRYABLE_STATUSES.includes(m.status) && ctx.can('messages.manage');
   return h('div', {},
     h('p', {}, link(`${base}/messages`, '← All messages')),
@@ -104,11 +127,5 @@ export async function show(ctx) {
         { label: 'When', render: (c) => when(c.created_at) }, { label: 'URL', class: 'wrap', render: (c) => c.url },
         { label: 'Machine', render: (c) => (c.likely_machine ? 'yes' : 'no') },
       ], clicks, { caption: 'Clicks', empty: m.track_clicks ? 'No clicks yet.' : 'Clicks are not tracked for this message.' }))) : null,
-    section('Raw source', h('button', { type: 'button', onclick: async (e) => {
-      e.target.disabled = true;
-      try {
-        const r = await get(`/messages/${id}/raw`, { server: ctx.server });
-        raw.replaceChildren(h('p', { class: 'help' }, `${r.size} bytes${r.signed ? ', exactly as sent (DKIM-signed)' : ', as stored before sending'}.`), h('pre', {}, r.raw));
-      } catch (err) { raw.replaceChildren(notice(err.message, 'error')); e.target.disabled = false; }
-    } }, 'Show raw source'), raw));
+    await mailView(ctx, { kind: 'message', id: m.id, base: `/messages/${id}` }));
 }

@@ -3,6 +3,7 @@
 // never this module.
 const overview = () => import('./overview.js');
 const messages = () => import('./messages.js');
+const captured = () => import('./captured.js');
 const setup = () => import('./setup.js');
 const webhooks = () => import('./webhooks.js');
 const inbound = () => import('./inbound.js');
@@ -15,6 +16,8 @@ export const serverRoutes = [
   { path: '', title: 'Overview', load: () => overview().then((m) => m.overview) },
   { path: '/messages', title: 'Messages', load: () => messages().then((m) => m.list) },
   { path: '/messages/:id', title: 'Message', load: () => messages().then((m) => m.show) },
+  { path: '/captured', title: 'Captured mail', load: () => captured().then((m) => m.inbox) },
+  { path: '/captured/:id', title: 'Captured message', load: () => captured().then((m) => m.message) },
   { path: '/domains', title: 'Domains', load: () => setup().then((m) => m.domains) },
   { path: '/domains/:name/dmarc', title: 'DMARC reports', load: () => dmarc().then((m) => m.dmarc) },
   { path: '/credentials', title: 'Credentials', load: () => setup().then((m) => m.credentials) },
@@ -37,7 +40,7 @@ export const serverRoutes = [
 export function serverNav(org, server, can) {
   const base = `/orgs/${encodeURIComponent(org)}/servers/${encodeURIComponent(server)}`;
   const items = [
-    ['', 'Overview'], ['/messages', 'Messages'], ['/domains', 'Domains'],
+    ['', 'Overview'], ['/messages', 'Messages'], ['/captured', 'Captured mail'], ['/domains', 'Domains'],
     can('credentials.read') ? ['/credentials', 'Credentials'] : null,
     can('webhooks.read') ? ['/webhooks', 'Webhooks'] : null,
     ['/inbound', 'Inbound'], ['/bounces', 'Bounces'], ['/routes', 'Routes'],
