@@ -119,9 +119,21 @@ export function signedIn(data, next) {
   go(target, { replace: true });
 }
 
+// On a narrow screen (app.css, below 700 px) the section navigation hides behind this button.
+function menuButton(side) {
+  const button = h('button', { type: 'button', class: 'menu', 'aria-controls': 'side', 'aria-expanded': 'false' }, 'Menu');
+  button.addEventListener('click', () => {
+    const open = document.body.classList.toggle('nav-open');
+    button.setAttribute('aria-expanded', String(open));
+    if (open) side.querySelector('a')?.focus();
+  });
+  return button;
+}
+
 function shell(route, params) {
   const top = clear(document.getElementById('top'));
   const side = clear(document.getElementById('side'));
+  document.body.classList.remove('nav-open'); // every page opens with the menu closed
   top.append(h('a', { class: 'brand', href: me ? '/' : '/sign-in' }, 'Email service'));
   if (me) {
     const name = [me.user.first_name, me.user.last_name].filter(Boolean).join(' ') || me.user.email_address;
@@ -142,6 +154,7 @@ function shell(route, params) {
   }
   side.hidden = links.length === 0;
   if (links.length) {
+    top.querySelector('.brand').after(menuButton(side));
     const current = location.pathname;
     side.append(h('ul', {}, links.map(([href, label]) => h('li', {},
       h('a', { href, 'aria-current': current === href || (href.split('/').length > 5 && current.startsWith(`${href}/`)) ? 'page' : null }, label)))));
