@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import Console
+from tests.browser.conftest import Console, make_user
 from tests.browser.test_pages import every_page
 from tests.receivers import Receiver
 
@@ -32,6 +32,7 @@ def _fits(page) -> tuple[int, int]:
 
 def test_no_page_scrolls_sideways_on_a_phone(phone, api, stack, mx):
     page = phone.page
+    make_user(api)  # set up already: /sign-in is the sign-in page, not the first run's
     for path, name in (("/sign-in", "Sign in"), ("/first-run", "Set up this installation"),
                        ("/forgot-password", "Forgot your password?")):
         page.goto(phone.base_url + path)
