@@ -32,6 +32,19 @@ def test_downgrade_to_empty_and_upgrade_again(tmp_path):
     engine.dispose()
 
 
+def _organization_and_server(conn) -> None:
+    """One organization with one server, as the early migrations' tables hold them."""
+    from sqlalchemy import text
+
+    conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
+                      "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
+                      "'2026-01-01', '2026-01-01')"))
+    conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
+                      "track_opens, track_clicks, message_retention_days, created_at, "
+                      "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
+                      "'2026-01-01', '2026-01-01' FROM organizations"))
+
+
 def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
     """0007 keeps every existing suppression (for every stream), its free-text reason as
     details, and derives the reason code from what added it."""
@@ -41,13 +54,7 @@ def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
     migrate.upgrade(url, "0003")
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
-                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
-                          "'2026-01-01', '2026-01-01')"))
-        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
-                          "track_opens, track_clicks, message_retention_days, created_at, "
-                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
-                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        _organization_and_server(conn)
         for address, source in (("a@x.example", "hard_fail"), ("b@x.example", "bounce"),
                                 ("c@x.example", "complaint"), ("d@x.example", "manual"),
                                 ("e@x.example", "api")):
@@ -75,13 +82,7 @@ def test_sent_messages_are_sized_by_the_bytes_they_were_sent_as(tmp_path):
     migrate.upgrade(url, "0007")
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
-                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
-                          "'2026-01-01', '2026-01-01')"))
-        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
-                          "track_opens, track_clicks, message_retention_days, created_at, "
-                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
-                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        _organization_and_server(conn)
         for token in ("sent", "held"):
             conn.execute(text(
                 "INSERT INTO messages (server_id, token, scope, bounce, rcpt_to, mail_from, "
