@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import case, exists, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import unique
 from chalicelib.db.models import Membership, PasswordResetToken, User, UserSession
 from chalicelib.services.accounts import audit, passwords, sessions, totp
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -37,6 +37,11 @@ def find_by_email(db: Session, email: str) -> User | None:
     return db.scalar(select(User).where(User.email_address == email))
 
 
+def _address_taken(email: str) -> errors.ValidationError:
+    return errors.ValidationError(f"email_address: an account for {email} already exists",
+                                  field="email_address")
+
+
 def change_email(db: Session, user: User, value: str) -> str | None:
     """Set the user's address (normalized; unique). Returns the old address, or None when
     it is the same address."""
@@ -44,10 +49,10 @@ def change_email(db: Session, user: User, value: str) -> str | None:
     if email == user.email_address:
         return None
     if find_by_email(db, email) is not None:
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address")
-    old, user.email_address = user.email_address, email
-    db.flush()
+        raise _address_taken(email)
+    old = user.email_address
+    with unique.guard(db, _address_taken(email)):  # two users moving to it at once
+        user.email_address = email
     return old
 
 
@@ -82,18 +87,12 @@ def create_user(db: Session, *, email: str, first_name: str = "", last_name: str
     if password is not None:
         passwords.validate_new(password)
     if db.scalar(select(exists().where(User.email_address == email))):
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address")
+        raise _address_taken(email)
     user = User(email_address=email, first_name=(first_name or "").strip(),
                 last_name=(last_name or "").strip(), admin=admin,
                 password_hash=passwords.hash_password(password) if password is not None else None)
-    db.add(user)
-    try:
-        with db.begin_nested():
-            db.flush()
-    except IntegrityError:  # a concurrent registration of the same address won the race
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address") from None
+    with unique.guard(db, _address_taken(email)):  # a concurrent registration of the address
+        db.add(user)
     return user
 
 

@@ -7,17 +7,19 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
+from chalicelib.db import unique
 from chalicelib.db.models import IPAddress, IPPool
 
 
 def create_pool(db: Session, name: str, is_default: bool = False) -> IPPool:
+    taken = errors.ValidationError(f"name: an IP pool named {name!r} exists", field="name")
     if db.scalar(select(IPPool).where(IPPool.name == name)):
-        raise errors.ValidationError(f"name: an IP pool named {name!r} exists", field="name")
+        raise taken
     if is_default:
         db.execute(update(IPPool).values(is_default=False))
     pool = IPPool(name=name, is_default=is_default)
-    db.add(pool)
-    db.flush()
+    with unique.guard(db, taken):
+        db.add(pool)
     return pool
 
 

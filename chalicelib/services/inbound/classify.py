@@ -47,7 +47,7 @@ def classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
         return Refusal.UNKNOWN_UNSUBSCRIBE, None
     if address.strip().lower() in get_settings().fbl_address_set:
         return None, FEEDBACK
-    if return_path.is_return_path(address) or return_path.is_domain_return_path(db, address):
+    if return_path.is_any_return_path(db, address):
         if return_path.original_for(db, address) is None:
             return Refusal.UNKNOWN_RETURN_PATH, None
         return None, RETURN_PATH
