@@ -192,7 +192,7 @@ export async function suppressions(ctx) {
     table([
       { label: 'Address', class: 'wrap', render: (s) => s.address },
       { label: 'Reason', render: (s) => badge(s.reason, 'role') },
-      { label: 'Details', class: 'wrap', render: (s) => s.details || '—' },
+      { label: 'Details', render: (s) => s.details || '—' },
       { label: 'Stream', render: (s) => (s.stream ? streamName(s.stream) : 'Every stream') },
       { label: 'Added by', render: (s) => s.origin },
       { label: 'Added', render: (s) => when(s.created_at) },
