@@ -42,9 +42,12 @@ def browser():
 class Console:
     """One browser context (its own sessionStorage) on the console, collecting JS errors."""
 
-    def __init__(self, browser, base_url: str):
+    def __init__(self, browser, base_url: str, **context_options):
+        """``context_options``: Playwright's new_context() options (default: a 1366x768
+        desktop window)."""
         self.base_url = base_url
-        self.context = browser.new_context(viewport={"width": 1366, "height": 768})
+        self.context = browser.new_context(**(context_options or {
+            "viewport": {"width": 1366, "height": 768}}))
         self.context.set_default_timeout(15000)
         self.page = self.context.new_page()
         self.errors: list[str] = []

@@ -110,13 +110,7 @@ def test_sent_messages_are_sized_by_the_bytes_they_were_sent_as(tmp_path):
     migrate.upgrade(url, "0007")
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
-                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
-                          "'2026-01-01', '2026-01-01')"))
-        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
-                          "track_opens, track_clicks, message_retention_days, created_at, "
-                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
-                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        _one_server(conn)
         for token in ("sent", "held"):
             conn.execute(text(
                 "INSERT INTO messages (server_id, token, scope, bounce, rcpt_to, mail_from, "

@@ -2,7 +2,7 @@
 // alone), registration, the first run (the first instance admin, made with the operator's
 // admin API key), forgotten passwords, the password-reset and invitation links.
 import { ApiError, enc, get, post, session } from '../api.js';
-import { actionButton, form, h, link, notice } from '../ui.js';
+import { actionButton, form, h, link, notice, when } from '../ui.js';
 import * as passkeys from '../passkeys.js';
 
 async function options() {
@@ -78,7 +78,9 @@ export async function signIn(ctx) {
 
   options().then((opts) => {
     if (opts.first_run) {
-      before.append(notice(h('span', {}, 'No one has an account here yet. ', link('/first-run', 'Set up the first administrator')), 'info'));
+      // No user exists, so no one can sign in: the first visit is the set-up.
+      if (location.pathname === '/sign-in') ctx.go('/first-run', { replace: true });
+      return;
     }
     if (opts.sso) {
       after.append(h('button', { type: 'button', class: 'wide', onclick: async (e) => {
@@ -198,7 +200,7 @@ export async function invitation(ctx) {
     return page('Invitation', notice(`${err.message} Ask the person who invited you for a new link.`, 'error'));
   }
   const intro = h('p', {}, `You are invited to join `, h('strong', {}, inv.organization.name),
-    ` as ${inv.role} (${inv.email_address}). The invitation expires ${new Date(inv.expires_at).toLocaleString()}.`);
+    ` as ${inv.role} (${inv.email_address}). The invitation expires ${when(inv.expires_at)}.`);
   const joined = (data) => ctx.go(`/orgs/${enc(inv.organization.permalink)}`, { replace: true });
   if (inv.account_exists) {
     if (!ctx.me) {

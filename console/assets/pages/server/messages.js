@@ -3,7 +3,7 @@
 import { get, post } from '../../api.js';
 import { mailView } from '../../mailview.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, timeZone, when } from '../../ui.js';
-import { MESSAGE_STATUSES, RETRYABLE_STATUSES } from '../../generated/rules.js';
+import { INCOMING_MEANINGS, INCOMING_STATUSES, OUTGOING_MEANINGS, OUTGOING_STATUSES, RETRYABLE_STATUSES } from '../../generated/rules.js';
 import { messageStatus, serverBase } from './base.js';
 
 // Whether a message's status_details is good news, bad news or neither.
@@ -24,6 +24,29 @@ function midnight(day, plusDays = 0) {
   }).formatToParts(new Date(guess)).map((p) => [p.type, p.value]));
   const wall = Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour, +parts.minute, +parts.second);
   return new Date(guess - (wall - guess)).toISOString();
+}
+
+// The status filter offers the statuses of the chosen direction; with both, grouped by the
+// direction they belong to (Held and Bounced are statuses of either). The service's own
+// vocabularies and meanings (generated/rules.js).
+const EITHER = OUTGOING_STATUSES.filter((s) => INCOMING_STATUSES.includes(s));
+
+function statusOptions(scope, chosen) {
+  const opt = (s) => h('option', { value: s, selected: chosen === s }, s);
+  const only = (list) => list.filter((s) => !EITHER.includes(s)).map(opt);
+  const any = h('option', { value: '', selected: !chosen }, 'Any');
+  if (scope === 'outgoing') return [any, ...OUTGOING_STATUSES.map(opt)];
+  if (scope === 'incoming') return [any, ...INCOMING_STATUSES.map(opt)];
+  return [any, h('optgroup', { label: 'Outgoing' }, only(OUTGOING_STATUSES)),
+    h('optgroup', { label: 'Incoming' }, only(INCOMING_STATUSES)),
+    h('optgroup', { label: 'Outgoing or incoming' }, EITHER.map(opt))];
+}
+
+function statusMeanings() {
+  const list = (meanings) => dl(Object.entries(meanings).map(([s, text]) => [s, text]));
+  return h('details', { class: 'meanings' }, h('summary', {}, 'What the statuses mean'),
+    h('h3', {}, 'Outgoing mail'), list(OUTGOING_MEANINGS),
+    h('h3', {}, 'Incoming mail (received for a route, and bounce and complaint reports)'), list(INCOMING_MEANINGS));
 }
 
 export async function list(ctx) {
@@ -51,14 +74,17 @@ export async function list(ctx) {
   const select = (name, options) => h('select', { id: `f-${name}`, name }, options.map(([v, l]) => h('option', { value: v, selected: (q.get(name) || '') === v }, l)));
   const filters = h('form', { class: 'filters', role: 'search' },
     field('query', 'Search', h('input', { id: 'f-query', name: 'query', type: 'search', value: q.get('query') || '', placeholder: 'subject or address' })),
-    field('status', 'Status', select('status', [['', 'Any'], ...MESSAGE_STATUSES.map((s) => [s, s])])),
     field('scope', 'Direction', select('scope', [['', 'Both'], ['outgoing', 'Outgoing'], ['incoming', 'Incoming']])),
+    field('status', 'Status', h('select', { id: 'f-status', name: 'status' }, statusOptions(q.get('scope') || '', q.get('status') || ''))),
     field('stream', 'Stream', select('stream', [['', 'Any'], ...streams.map((s) => [s.permalink, s.name])])),
     field('tag', 'Tag', h('input', { id: 'f-tag', name: 'tag', value: q.get('tag') || '' })),
     field('from', 'From day', h('input', { id: 'f-from', name: 'from', type: 'date', value: q.get('from') || '' })),
     field('until', 'Until day', h('input', { id: 'f-until', name: 'until', type: 'date', value: q.get('until') || '' })),
     h('button', { type: 'submit', class: 'primary' }, 'Filter'),
     FILTERS.some((k) => q.get(k)) ? link(`${base}/messages`, 'Clear filters') : null);
+  const scope = filters.querySelector('#f-scope');
+  const status = filters.querySelector('#f-status');
+  scope.addEventListener('change', () => status.replaceChildren(...statusOptions(scope.value, status.value)));
   filters.addEventListener('submit', (e) => {
     e.preventDefault();
     const values = Object.fromEntries(new FormData(filters).entries());
@@ -67,6 +93,7 @@ export async function list(ctx) {
   return h('div', {},
     h('h1', {}, 'Messages'),
     filters,
+    statusMeanings(),
     table([
       { label: 'Status', render: (m) => badge(m.status) },
       { label: 'To', render: (m) => link(`${base}/messages/${m.id}`, m.rcpt_to || '—') },
@@ -77,6 +104,19 @@ export async function list(ctx) {
       { label: 'Created', render: (m) => when(m.created_at) },
     ], data.messages, { caption: 'Messages', empty: FILTERS.some((k) => q.get(k)) ? 'No message matches these filters.' : 'No messages yet. Send one over the API or SMTP with a credential of this server.' }),
     pager(data.pagination, (p) => ctx.go(url({ page: String(p) }))));
+}
+
+/** The message's story in time order: its events, and its opens and clicks among them. */
+function timeline(m, opens, clicks) {
+  const machine = (x) => (x.likely_machine ? ` (likely a machine${x.detection ? `: ${x.detection}` : ''})` : '');
+  const items = [
+    ...(m.events || []).map((e) => ({ at: e.timestamp, title: e.event, details: e.details })),
+    ...opens.map((o) => ({ at: o.created_at, title: 'Opened', details: `${o.ip_address || 'unknown address'}${machine(o)}` })),
+    ...clicks.map((c) => ({ at: c.created_at, title: 'Clicked', details: `${c.url}${machine(c)}` })),
+  ].sort((a, b) => new Date(a.at) - new Date(b.at));
+  if (!items.length) return h('p', { class: 'empty' }, 'No events yet.');
+  return h('ol', { class: 'timeline' }, items.map((e) => h('li', {},
+    h('strong', {}, e.title), ' ', h('span', { class: 't' }, when(e.at)), e.details ? h('div', {}, e.details) : null)));
 }
 
 export async function show(ctx) {
@@ -106,9 +146,7 @@ export async function show(ctx) {
         ['Created', when(m.created_at)],
         ['Metadata', m.metadata && Object.keys(m.metadata).length ? h('code', {}, JSON.stringify(m.metadata)) : '—'],
       ])),
-      section('Events', null, (m.events || []).length
-        ? h('ol', { class: 'timeline' }, m.events.map((e) => h('li', {}, h('strong', {}, e.event), ' ', h('span', { class: 't' }, when(e.timestamp)), e.details ? h('div', {}, e.details) : null)))
-        : h('p', { class: 'empty' }, 'No events yet.'))),
+      section('Events', null, timeline(m, opens, clicks))),
     section('Delivery attempts', null, table([
       { label: 'When', render: (d) => when(d.timestamp) },
       { label: 'Status', render: (d) => badge(d.status) },

@@ -36,8 +36,9 @@ export const serverRoutes = [
   { path: '/settings', title: 'Settings', load: () => settings().then((m) => m.settings) },
 ];
 
-/** The side navigation of a server: [href, label] pairs the role may open. */
-export function serverNav(org, server, can) {
+/** The side navigation of a server: [href, label] pairs the role may open; ``orgName``
+ * labels the way back to its organization. */
+export function serverNav(org, orgName, server, can) {
   const base = `/orgs/${encodeURIComponent(org)}/servers/${encodeURIComponent(server)}`;
   const items = [
     ['', 'Overview'], ['/messages', 'Messages'], ['/captured', 'Captured mail'], ['/domains', 'Domains'],
@@ -47,5 +48,5 @@ export function serverNav(org, server, can) {
     ['/suppressions', 'Suppressions'], ['/streams', 'Streams'], ['/templates', 'Templates'],
     ['/settings', 'Settings'],
   ].filter(Boolean);
-  return [[`/orgs/${encodeURIComponent(org)}`, `← ${org}`], ...items.map(([p, l]) => [base + p, l])];
+  return [[`/orgs/${encodeURIComponent(org)}`, `← ${orgName}`], ...items.map(([p, l]) => [base + p, l])];
 }
