@@ -4,6 +4,7 @@ from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, Oi
                                            UserSession)
 from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
                                            Submission, Suppression, Template)
+from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
                                                 Organization, Server)
@@ -15,7 +16,7 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
     "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
-    "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
+    "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",
