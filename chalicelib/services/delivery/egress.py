@@ -73,15 +73,21 @@ class Egress:
         """Sessions are reused only within one pool (``smtp.py``'s cache)."""
         return self.pool
 
+    @property
+    def binds(self) -> bool:
+        """Connections bind the pool's addresses (not so without a pool, or to its relay:
+        this host owns none of them)."""
+        return self.pool is not None and self.relay is None
+
     def families(self) -> tuple[int, ...]:
         """Address families to dial, in order."""
-        if self.pool is None:
+        if not self.binds:
             return (V4, V6)
         return tuple(f for f in (V6, V4) if any(i.address(f) for i in self.identities))
 
     def sources(self, family: int, rng: random.Random | None = None) -> list[Source]:
         """The sources to try for a destination address of ``family``, in order."""
-        if self.pool is None:
+        if not self.binds:
             return [Source(None, get_settings().smtp_hostname)]
         usable = [i for i in self.identities if i.address(family)]
         return [Source(i.address(family), i.hostname)
