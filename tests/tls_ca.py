@@ -86,8 +86,9 @@ def policy_text(mode: str, *mx: str, max_age: int = 86400) -> str:
 
 class PolicyServer:
     """HTTPS on 127.0.0.1 answering GET /.well-known/mta-sts.txt per Host header from
-    ``policies`` ({host: text}; a host not there: 404), under one certificate for all those
-    hosts. ``policies`` may change while it serves; ``requests`` lists each request's host."""
+    ``policies`` ({host: text}; a host not there: 404), with a certificate from ``ca`` for
+    whichever name the client asks for (SNI). ``policies`` may change while it serves;
+    ``requests`` lists each request's host."""
 
     def __init__(self, ca: TestCA, policies: dict[str, str], content_type: str = "text/plain"):
         self.policies = policies
@@ -116,7 +117,16 @@ class PolicyServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        context = ca.server_context(*policies)
+        contexts: dict[str, ssl.SSLContext] = {}
+
+        def by_name(sslobj, name, _context):
+            if name and name not in contexts:
+                contexts[name] = ca.server_context(name)
+            if name:
+                sslobj.context = contexts[name]
+
+        context = ca.server_context("policy-server.invalid")
+        context.sni_callback = by_name
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
