@@ -95,6 +95,23 @@ def _parse_networks(raw: str) -> str:
     return ",".join(parts)
 
 
+def _parse_address_map(raw: str) -> str:
+    """``public=local,...`` IP address pairs of one family each; normalized, or ValueError."""
+    from ipaddress import ip_address
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        public, sep, local = item.partition("=")
+        try:
+            pair = ip_address(public.strip()), ip_address(local.strip())
+        except ValueError:
+            pair = None
+        if not sep or pair is None or pair[0].version != pair[1].version:
+            raise ValueError(f"expected public=local IP address pairs of one family, got {item!r}")
+        parts.append(f"{pair[0]}={pair[1]}")
+    return ",".join(parts)
+
+
 def _parse_ssl_mode(raw: str) -> str:
     value = raw.strip().lower()
     if value not in DATABASE_SSL_MODES:
@@ -219,6 +236,10 @@ KEYS: tuple[Key, ...] = (
          "it owns none, hand the mail to the pool's relay_host); direct (always bind, never "
          "relay: the outbound relay itself); relay (always the pool's relay_host: workers "
          "behind NAT, e.g. Lambda). A pool with no usable address defers its mail."),
+    _env("IP_POOL_BIND_ADDRESSES", "", _parse_address_map,
+         "public=local address pairs, comma-separated: on a host behind one-to-one NAT (an "
+         "EC2 instance, whose Elastic IPs map to private addresses) the local address to bind "
+         "for an IP pool address; the pool lists the public one (its reverse DNS)."),
     _env("MTA_STS_CA_BUNDLE", "", str,
          "PEM CA bundle MTA-STS trusts: the policy host's HTTPS certificate and, under an "
          "enforce policy, the MX hosts' certificates; empty: the system's CAs."),
@@ -246,8 +267,9 @@ KEYS: tuple[Key, ...] = (
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
     _env("DNS_RESOLVERS", "", _parse_resolvers,
-         "Resolvers for every DNS lookup (MX, verification, domain checks, webhook and "
-         "endpoint hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
+         "Resolvers for every DNS lookup (MX and the MX hosts' A/AAAA, relay hosts, MTA-STS "
+         "records and policy hosts, verification, domain checks, webhook and endpoint "
+         "hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
@@ -355,6 +377,7 @@ class Settings(BaseModel):
     delivery_timeout_seconds: float
     delivery_mx_port: int
     ip_pool_egress: str
+    ip_pool_bind_addresses: str
     mta_sts_ca_bundle: str
     mta_sts_port: int
     mta_sts_check_interval_seconds: float

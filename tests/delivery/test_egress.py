@@ -106,6 +106,18 @@ def test_the_default_pool_sends_for_servers_without_one(api, tenant, mx_zone):
         Api.data(api.delete(f"{ADMIN}/ip_pools/{default['id']}"))
 
 
+def test_behind_one_to_one_nat_the_local_address_is_bound_for_the_public_one(
+        api, tenant, mx_zone, monkeypatch):
+    """An EC2 instance sees the private address its Elastic IP maps to, never the EIP."""
+    monkeypatch.setenv("IP_POOL_BIND_ADDRESSES", "198.51.100.9=127.0.0.2")
+    nat = pool(api, {"ipv4": "198.51.100.9", "hostname": "eip.nat.test"})
+    assign(api, tenant, nat["id"])
+    address = to(mx_zone, "nat")
+    assert deliver(api, tenant, address)["source_address"] == "198.51.100.9"
+    [got] = mx_zone.received_for(address)
+    assert (got.peer, got.helo) == ("127.0.0.2", "eip.nat.test")
+
+
 def test_priority_zero_is_a_standby(api, tenant, mx_zone):
     chosen = pool(api, {"ipv4": "127.0.0.2", "hostname": "standby.test", "priority": 0},
                   {"ipv4": "127.0.0.3", "hostname": "main.test", "priority": 100})

@@ -38,7 +38,7 @@ MAX_OUTPUT = 1000
 class Session:
     smtp: smtplib.SMTP
     address: str                 # the address dialled
-    source: str | None           # the address bound (None: the system's choice)
+    source: str | None           # the pool address it came from (None: the system's choice)
     tls: bool = False
     verified: bool = False       # the certificate was validated for the host's name
     problem: str | None = None   # REPORT mode: what an enforced policy would have refused
@@ -133,7 +133,7 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
 def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
           domain: str) -> Session:
     try:
-        hooks.connecting(hooks.Connecting(domain, host, port, address, source.address))
+        hooks.connecting(hooks.Connecting(domain, host, port, address, source.shown))
     except hooks.Refused as refused:
         raise Unreachable(refused.details, next_host=refused.next_host) from None
     settings = get_settings()
@@ -141,7 +141,7 @@ def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
                         timeout=settings.delivery_timeout_seconds,
                         source_address=(source.address, 0) if source.address else None)
     smtp._host = host  # smtplib takes the TLS server name from here (SNI, certificate check)
-    session = Session(smtp, address, source.address)
+    session = Session(smtp, address, source.shown)
     shown = host if host == address else f"{host} [{address}]"
     try:
         code, reply = smtp.connect(address, port)
@@ -180,7 +180,7 @@ def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
         code = output = None
         if isinstance(exc, smtplib.SMTPResponseException):
             code, output = exc.smtp_code, text(exc.smtp_error)
-            hooks.replied(hooks.Reply(domain, host, "connect", code, output, source.address))
+            hooks.replied(hooks.Reply(domain, host, "connect", code, output, source.shown))
         raise Unreachable(f"could not open a session with {shown}: {describe(exc)}",
                           code, output) from None
 

@@ -13,7 +13,9 @@ DNS should give:
 * among the pool's addresses of that family the choice is random, weighted by ``priority``
   (as Postal's pools: an address of priority 200 sends about twice the mail of one of 100);
   priority 0 is a standby, used only when no address of higher priority is usable;
-* only addresses this host owns (it can bind them) are used. Where the host owns none of the
+* only addresses this host owns (it can bind them) are used; behind one-to-one NAT (an EC2
+  instance's Elastic IPs) IP_POOL_BIND_ADDRESSES names the local address bound for a pool's
+  public one, and the attempt records the public one. Where the host owns none of the
   pool's addresses (a Lambda worker behind NAT), the pool's ``relay_host`` carries its mail:
   an MTA on a host that owns them, such as the gateway's outbound relay
   (``smtp/relay.py``), which then binds them. IP_POOL_EGRESS says whether to decide this by
@@ -38,24 +40,37 @@ V4, V6 = socket.AF_INET, socket.AF_INET6
 
 @dataclass(frozen=True)
 class Source:
-    """One side of a connection: the address bound (None: the system's choice) and the
-    name to greet with."""
+    """One side of a connection: the address bound (None: the system's choice), the name to
+    greet with, and the pool's address it stands for (``public``: recorded on the attempt;
+    the bound one differs behind one-to-one NAT, IP_POOL_BIND_ADDRESSES)."""
 
     address: str | None
     hostname: str
+    public: str | None = None
+
+    @property
+    def shown(self) -> str | None:
+        return self.public or self.address
 
 
 @dataclass(frozen=True)
 class Identity:
-    """One of a pool's addresses, with only the families this host owns."""
+    """One of a pool's addresses, with only the families this host owns, and the local
+    address bound for each (``local``: pool address -> local one, when they differ)."""
 
     ipv4: str | None
     ipv6: str | None
     hostname: str
     priority: int
+    local: tuple = ()
 
     def address(self, family: int) -> str | None:
         return self.ipv6 if family == V6 else self.ipv4
+
+    def source(self, family: int) -> Source:
+        public = self.address(family)
+        bound = dict(self.local).get(public, public)
+        return Source(bound, self.hostname, public if bound != public else None)
 
 
 @dataclass
@@ -90,8 +105,7 @@ class Egress:
         if not self.binds:
             return [Source(None, get_settings().smtp_hostname)]
         usable = [i for i in self.identities if i.address(family)]
-        return [Source(i.address(family), i.hostname)
-                for i in weighted_order(usable, lambda i: i.priority, rng)]
+        return [i.source(family) for i in weighted_order(usable, lambda i: i.priority, rng)]
 
     def no_source(self, family: int) -> str:
         """Why there is no source for ``family`` (for the delivery's details)."""
@@ -130,6 +144,12 @@ def owns(address: str) -> bool:
     return True
 
 
+def bind_addresses() -> dict[str, str]:
+    """IP_POOL_BIND_ADDRESSES: pool (public) address -> the local address to bind."""
+    raw = get_settings().ip_pool_bind_addresses
+    return dict(pair.split("=", 1) for pair in raw.split(",") if pair)
+
+
 def parse_relay(value: str) -> tuple[str, int]:
     """``host:port``, ``host`` (port 25) or ``[v6]:port``."""
     value = value.strip()
@@ -165,16 +185,19 @@ def for_pool(db, pool_id: int | None, mode: str | None = None) -> Egress:
                                         "its relay")
         return Egress(name, relay=relay)
     listed = [r for r in rows if r.hostname is not None]
+    local = bind_addresses()
     identities, missing = [], {}
     for r in listed:
         mine = {}
         for family, address in ((V4, r.ipv4), (V6, r.ipv6)):
-            if address and owns(address):
+            if address and owns(local.get(address, address)):
                 mine[family] = address
             elif address:
                 missing.setdefault(family, []).append(address)
         if mine:
-            identities.append(Identity(mine.get(V4), mine.get(V6), r.hostname, r.priority))
+            mapped = tuple((a, local[a]) for a in mine.values() if a in local)
+            identities.append(Identity(mine.get(V4), mine.get(V6), r.hostname, r.priority,
+                                       mapped))
     if identities:
         return Egress(name, tuple(identities), missing=missing)
     if relay is not None and mode == "auto":
