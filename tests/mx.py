@@ -106,7 +106,8 @@ class _CountingSMTP(SMTP):
         self._mx = mx
 
     def connection_made(self, transport):
-        self._mx._note("connection")
+        if self._original_transport is None:  # not the second call that STARTTLS makes
+            self._mx._note("connection")
         super().connection_made(transport)
 
 

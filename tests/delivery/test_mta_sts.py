@@ -204,3 +204,16 @@ def test_the_policy_host_certificate_is_validated(api, tenant, rig, monkeypatch,
     attempt, address = deliver(api, tenant, domain, "Sent")  # untrusted policy host: no policy
     assert attempt["mta_sts"] is None and len(server.received_for(address)) == 1
     assert rig.https.requests == []  # the handshake failed before any request
+
+
+def test_testing_mode_reports_on_a_reused_session_too(rig):
+    domain = rig.domain(None, address="127.0.0.10")
+    server = rig.mx("127.0.0.10", True)  # self-signed
+    policy = mta_sts.Policy(domain, "1", "testing", (f"mx.{domain}",), 3600)
+    data = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
+    outcomes = [smtp.send([(f"mx.{domain}", rig.mx_port)], mail_from="t@rp.example",
+                          rcpt_to=f"r{n}@{domain}", data=data, policy=policy)
+                for n in range(2)]
+    assert [o.status for o in outcomes] == [smtp.SENT, smtp.SENT]
+    assert all("enforce would have refused" in o.details for o in outcomes)
+    assert server.connections == 2  # the verifying attempt, then one session for both

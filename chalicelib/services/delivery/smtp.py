@@ -291,7 +291,7 @@ def _classify(outcome: Outcome, code: int, reply, stage: str, what: str,
 
 
 def _open(host: str, port: int, outcome: Outcome, *, egress: Egress, tls_mode: str,
-          domain: str, refusals: list[str]) -> connect.Session:
+          domain: str) -> connect.Session:
     try:
         session = connect.open_session(host, port, egress=egress, tls_mode=tls_mode,
                                        domain=domain)
@@ -300,8 +300,6 @@ def _open(host: str, port: int, outcome: Outcome, *, egress: Egress, tls_mode: s
         outcome.code, outcome.output = exc.code, exc.output
         outcome.details = exc.details
         raise (_NextHost if exc.next_host else _Stop)() from None
-    if session.problem:
-        refusals.append(session.problem)
     return session
 
 
@@ -334,10 +332,11 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
             session.smtp.close()
             cached = None
     if cached is None:
-        session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain,
-                        refusals=refusals)
+        session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
         code = None
     _use(outcome, session)
+    if session.problem:  # testing mode: a new session or a reused one, reported each time
+        refusals.append(session.problem)
     smtp = session.smtp
     broken = completed = False
     try:
