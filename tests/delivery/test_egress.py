@@ -264,3 +264,21 @@ def test_ip_pool_relay_host_is_validated_and_changeable(api):
     assert cleared["ip_pool"]["relay_host"] is None
     assert cleared["ip_pool"]["name"].startswith("renamed-")
     Api.data(api.delete(path))
+
+
+def test_the_pool_relay_is_given_longer_to_answer_than_an_mx(monkeypatch, stack):
+    """The relay answers DATA only after its own onward conversation: the worker waits
+    RELAY_WAIT_FACTOR times DELIVERY_TIMEOUT_SECONDS for it."""
+    from chalicelib.services.delivery import connect
+
+    monkeypatch.setenv("DELIVERY_TIMEOUT_SECONDS", "7")
+    server = ScriptedMX().start()
+    try:
+        relayed = egress.Egress("p", relay=("127.0.0.1", server.port))
+        for path, expected in ((relayed, 7 * connect.RELAY_WAIT_FACTOR), (egress.DIRECT, 7)):
+            session = connect.open_session("127.0.0.1", server.port, egress=path,
+                                           tls_mode=connect.OPPORTUNISTIC, domain="x.example")
+            assert session.smtp.sock.gettimeout() == expected
+            session.smtp.quit()
+    finally:
+        server.stop()

@@ -32,6 +32,10 @@ from chalicelib.services.delivery.egress import Egress, Source
 
 OPPORTUNISTIC, REPORT, REQUIRE = "opportunistic", "report", "require"
 MAX_OUTPUT = 1000
+# The IP pool's relay answers DATA only when the recipient's MX has answered it (DNS, the
+# MTA-STS policy, each MX host's steps, DELIVERY_TIMEOUT_SECONDS apiece): the worker waits
+# that many times longer for it, so a slow onward delivery is not cut off (and later resent).
+RELAY_WAIT_FACTOR = 4
 
 
 @dataclass
@@ -103,7 +107,7 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
     """A greeted session with ``host`` (TLS as ``tls_mode`` asks); raises Unreachable."""
     try:
         addresses = resolve(host, port)
-    except (OSError, UnicodeError) as exc:
+    except (OSError, UnicodeError, *dns_lookup.FAILED) as exc:
         raise Unreachable(f"could not resolve {host}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
     families = egress.families()
@@ -114,7 +118,8 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
         for address in (a for f, a in addresses if f == family):
             for source in egress.sources(family):
                 try:
-                    return _open(host, port, address, source, tls_mode, domain)
+                    return _open(host, port, address, source, tls_mode, domain,
+                                 RELAY_WAIT_FACTOR if egress.relay else 1)
                 except _SourceGone:
                     problems.append(f"{source.address} is not an address of this host")
                     continue
@@ -131,14 +136,14 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
 
 
 def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
-          domain: str) -> Session:
+          domain: str, wait: float = 1) -> Session:
     try:
         hooks.connecting(hooks.Connecting(domain, host, port, address, source.shown))
     except hooks.Refused as refused:
         raise Unreachable(refused.details, next_host=refused.next_host) from None
     settings = get_settings()
     smtp = smtplib.SMTP(local_hostname=source.hostname,
-                        timeout=settings.delivery_timeout_seconds,
+                        timeout=settings.delivery_timeout_seconds * wait,
                         source_address=(source.address, 0) if source.address else None)
     smtp._host = host  # smtplib takes the TLS server name from here (SNI, certificate check)
     session = Session(smtp, address, source.shown)
@@ -167,12 +172,12 @@ def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
         return session
     except _TLSProblem as exc:
         smtp.close()
-        return _tls_failed(host, port, address, source, tls_mode, domain, exc.details)
+        return _tls_failed(host, port, address, source, tls_mode, domain, exc.details, wait)
     except ssl.SSLCertVerificationError as exc:
         smtp.close()
         return _tls_failed(host, port, address, source, tls_mode, domain,
                            f"{host}'s certificate is not valid for {host} "
-                           f"({exc.verify_message or exc.reason})")
+                           f"({exc.verify_message or exc.reason})", wait)
     except (OSError, ValueError, smtplib.SMTPException) as exc:
         smtp.close()
         if isinstance(exc, OSError) and exc.errno == errno.EADDRNOTAVAIL and source.address:
@@ -191,12 +196,13 @@ class _TLSProblem(Exception):
         self.details = details
 
 
-def _tls_failed(host, port, address, source, tls_mode, domain, problem: str) -> Session:
+def _tls_failed(host, port, address, source, tls_mode, domain, problem: str,
+                wait: float) -> Session:
     """REQUIRE: this host is not used. REPORT: note it and open the session again without
     checking the certificate (testing mode delivers anyway)."""
     if tls_mode == REQUIRE:
         raise Unreachable(f"{problem}: the recipient domain's MTA-STS policy (enforce) "
                           "requires STARTTLS with a valid certificate")
-    session = _open(host, port, address, source, OPPORTUNISTIC, domain)
+    session = _open(host, port, address, source, OPPORTUNISTIC, domain, wait)
     session.problem = problem
     return session

@@ -26,6 +26,7 @@ DNS should give:
 from __future__ import annotations
 
 import errno
+import ipaddress
 import random
 import socket
 from dataclasses import dataclass, field
@@ -144,6 +145,14 @@ def owns(address: str) -> bool:
     return True
 
 
+def _normal(address: str) -> str:
+    """An address as IP_POOL_BIND_ADDRESSES writes it (IPv6 compressed, lower case)."""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return address
+
+
 def bind_addresses() -> dict[str, str]:
     """IP_POOL_BIND_ADDRESSES: pool (public) address -> the local address to bind."""
     raw = get_settings().ip_pool_bind_addresses
@@ -190,12 +199,12 @@ def for_pool(db, pool_id: int | None, mode: str | None = None) -> Egress:
     for r in listed:
         mine = {}
         for family, address in ((V4, r.ipv4), (V6, r.ipv6)):
-            if address and owns(local.get(address, address)):
+            if address and owns(local.get(_normal(address), address)):
                 mine[family] = address
             elif address:
                 missing.setdefault(family, []).append(address)
         if mine:
-            mapped = tuple((a, local[a]) for a in mine.values() if a in local)
+            mapped = tuple((a, local[_normal(a)]) for a in mine.values() if _normal(a) in local)
             identities.append(Identity(mine.get(V4), mine.get(V6), r.hostname, r.priority,
                                        mapped))
     if identities:
