@@ -171,22 +171,27 @@ def test_an_mx_reached_only_over_ipv4_needs_an_ipv4_pool_address(api, tenant, mx
     assert mx_zone.connections == 0
 
 
-def test_an_mx_reached_over_ipv6_is_dialled_from_the_pool_ipv6_address(api, tenant, dns_zone,
-                                                                      monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("listed, bind_map", [
+    ("::1", ""),
+    ("2001:DB8:0::9", "2001:db8::9=::1"),  # behind NAT, the pool's spelling differs
+])
+def test_an_mx_reached_over_ipv6_is_dialled_from_the_pool_ipv6_address(
+        api, tenant, dns_zone, monkeypatch, listed, bind_map):  # noqa: F811
     server = ScriptedMX(host="::1").start()
     try:
+        monkeypatch.setenv("IP_POOL_BIND_ADDRESSES", bind_map)
         monkeypatch.delenv("DELIVERY_RELAY", raising=False)
         monkeypatch.setenv("DELIVERY_MX_PORT", str(server.port))
         domain = f"{unique('v6')}.example"
         dns_zone.zone.update({(f"{domain}.", "MX"): [(10, f"mx.{domain}.")],
                               (f"mx.{domain}.", "AAAA"): ["::1"]})
-        both = pool(api, {"ipv4": "127.0.0.2", "ipv6": "::1", "hostname": "dual.pool.test"})
+        both = pool(api, {"ipv4": "127.0.0.2", "ipv6": listed, "hostname": "dual.pool.test"})
         assign(api, tenant, both["id"])
         address = f"{unique('six')}@{domain}"
         attempt = deliver(api, tenant, address)
         [got] = server.received_for(address)
         assert (got.peer, got.helo) == ("::1", "dual.pool.test")
-        assert attempt["source_address"] == "::1"
+        assert attempt["source_address"] == listed
     finally:
         server.stop()
 
