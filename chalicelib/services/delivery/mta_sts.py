@@ -118,6 +118,7 @@ def policy_url(domain: str) -> str:
 def fetch(domain: str, policy_id: str) -> Policy:
     """Fetch and read the policy of ``domain``; raises PolicyError."""
     import requests
+    from urllib3.exceptions import HTTPError
 
     from chalicelib.services.security import url_safety
 
@@ -140,7 +141,7 @@ def fetch(domain: str, policy_id: str) -> Policy:
             raise PolicyError(f"{url} is {media or 'untyped'}, not text/plain")
         try:
             body = response.raw.read(MAX_POLICY_BYTES + 1, decode_content=True)
-        except (OSError, requests.RequestException) as exc:
+        except (OSError, HTTPError, requests.RequestException) as exc:
             raise PolicyError(f"reading {url} failed: {exc}") from None
     if len(body) > MAX_POLICY_BYTES:
         raise PolicyError(f"{url} is larger than 64 KiB")
