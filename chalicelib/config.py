@@ -53,6 +53,8 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
 
 
 _parse_log_format = _choice(LOG_FORMATS)
+IP_POOL_EGRESS_MODES = ("auto", "direct", "relay")
+_parse_ip_pool_egress = _choice(IP_POOL_EGRESS_MODES)
 _parse_metrics_backend = _choice(METRICS_BACKENDS)
 
 
@@ -80,7 +82,7 @@ def _parse_resolvers(raw: str) -> str:
 
 
 def _parse_networks(raw: str) -> str:
-    """``address-or-CIDR,...``; normalized (``192.0.2.0/24,2001:db8::/32``), or ValueError."""
+    """``address-or-CIDR,...`` (a bare address is its own /32 or /128); normalized, or ValueError."""
     from ipaddress import ip_network
 
     parts = []
@@ -88,7 +90,25 @@ def _parse_networks(raw: str) -> str:
         try:
             parts.append(str(ip_network(item, strict=False)))
         except ValueError:
-            raise ValueError(f"expected IP addresses or CIDR ranges, got {item!r}") from None
+            raise ValueError(f"expected IP addresses or CIDR ranges (10.0.0.0/16,...), got {item!r}") \
+                from None
+    return ",".join(parts)
+
+
+def _parse_address_map(raw: str) -> str:
+    """``public=local,...`` IP address pairs of one family each; normalized, or ValueError."""
+    from ipaddress import ip_address
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        public, sep, local = item.partition("=")
+        try:
+            pair = ip_address(public.strip()), ip_address(local.strip())
+        except ValueError:
+            pair = None
+        if not sep or pair is None or pair[0].version != pair[1].version:
+            raise ValueError(f"expected public=local IP address pairs of one family, got {item!r}")
+        parts.append(f"{pair[0]}={pair[1]}")
     return ",".join(parts)
 
 
@@ -201,12 +221,39 @@ KEYS: tuple[Key, ...] = (
          "Sent (what `make run` uses unless DELIVERY_RELAY is set)."),
     _env("TIME_SCALE", 1.0, float, "Factor applied to every scheduled delay (0.001 turns hours into seconds)."),
     _env("WEBHOOKS_ALLOW_PRIVATE_TARGETS", False, _parse_bool,
-         "Allow webhook and endpoint URLs that resolve to loopback or private addresses."),
+         "Allow webhook and endpoint URLs, and MTA-STS policy hosts, that resolve to loopback "
+         "or private addresses."),
     _env("WEBHOOKS_TIMEOUT_SECONDS", 15.0, float, "Per-attempt timeout of a webhook delivery."),
     _env("DELIVERY_MAX_ATTEMPTS", 18, int, "Delivery attempts of an outgoing message before HardFail."),
     _env("DELIVERY_RETRY_SCHEDULE", "", str,
          "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
     _env("DELIVERY_TIMEOUT_SECONDS", 60.0, float, "Socket timeout of an SMTP delivery attempt."),
+    _env("DELIVERY_MX_PORT", 25, int,
+         "TCP port MX hosts are dialled on. Only test rigs and lab set-ups change it (the "
+         "tests' receiving MX listens on a free port of loopback)."),
+    _env("IP_POOL_EGRESS", "auto", _parse_ip_pool_egress,
+         "How a server's IP pool sends: auto (bind the pool's addresses this host owns; when "
+         "it owns none, hand the mail to the pool's relay_host); direct (always bind, never "
+         "relay: the outbound relay itself); relay (always the pool's relay_host: workers "
+         "behind NAT, e.g. Lambda). A pool with no usable address defers its mail."),
+    _env("IP_POOL_BIND_ADDRESSES", "", _parse_address_map,
+         "public=local address pairs, comma-separated: on a host behind one-to-one NAT (an "
+         "EC2 instance, whose Elastic IPs map to private addresses) the local address to bind "
+         "for an IP pool address; the pool lists the public one (its reverse DNS)."),
+    _env("MTA_STS_CA_BUNDLE", "", str,
+         "PEM CA bundle MTA-STS trusts: the policy host's HTTPS certificate and, under an "
+         "enforce policy, the MX hosts' certificates; empty: the system's CAs."),
+    _env("MTA_STS_PORT", 443, int,
+         "Port of https://mta-sts.<domain>/ policy fetches. Only test rigs change it."),
+    _env("MTA_STS_CHECK_INTERVAL_SECONDS", 60.0, float,
+         "How long a worker reuses what it learned of a recipient domain's MTA-STS policy "
+         "(its _mta-sts TXT id and the cached policy) before looking again; 0: every delivery."),
+    _env("OUTBOUND_RELAY_PORT", 0, int,
+         "The gateway's outbound-relay listener (0: off): relays the service's own outgoing "
+         "mail from the IP pool addresses this host owns, for workers that own none."),
+    _env("OUTBOUND_RELAY_CLIENTS", "", _parse_networks,
+         "Networks (CIDR, comma-separated) allowed to use the outbound-relay listener, e.g. "
+         "the workers' private subnets; empty: loopback only."),
     _env("WEBHOOK_LOG_RETENTION_DAYS", 30, int, "How long webhook attempt logs are kept."),
     _env("RETENTION_INTERVAL_SECONDS", 3600.0, float,
          "How often the local stack prunes expired rows (AWS: an hourly schedule)."),
@@ -233,8 +280,9 @@ KEYS: tuple[Key, ...] = (
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
     _env("DNS_RESOLVERS", "", _parse_resolvers,
-         "Resolvers for every DNS lookup (MX, verification, domain checks, webhook and "
-         "endpoint hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
+         "Resolvers for every DNS lookup (MX and the MX hosts' A/AAAA, relay hosts, MTA-STS "
+         "records and policy hosts, verification, domain checks, webhook and endpoint "
+         "hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
@@ -352,6 +400,14 @@ class Settings(BaseModel):
     delivery_max_attempts: int
     delivery_retry_schedule: str
     delivery_timeout_seconds: float
+    delivery_mx_port: int
+    ip_pool_egress: str
+    ip_pool_bind_addresses: str
+    mta_sts_ca_bundle: str
+    mta_sts_port: int
+    mta_sts_check_interval_seconds: float
+    outbound_relay_port: int
+    outbound_relay_clients: str
     suppression_expiry_days: int
     webhook_log_retention_days: int
     retention_interval_seconds: float

@@ -191,6 +191,9 @@ class IPPool(TypedDict):
     uuid: str
     name: str
     default: bool
+    relay_host: Annotated[str | None, Field(description=(
+        "host:port of the MTA that sends this pool's mail from its addresses, used when the "
+        "delivering host owns none of them (IP_POOL_EGRESS); null: none."))]
     created_at: datetime
     ip_addresses: NotRequired[list[IPAddress] | None]
 

@@ -57,7 +57,15 @@ class Delivery(TypedDict):
     output: str | None
     details: str | None
     category: Annotated[str | None, Field(description="The failure's category; null when sent.")]
-    tls: bool
+    tls: Annotated[bool, Field(description="The session used STARTTLS.")]
+    tls_verified: Annotated[bool, Field(description=(
+        "The server's certificate was validated for its host name (checked when the "
+        "recipient domain's MTA-STS policy asks for it)."))]
+    mta_sts: Annotated[str | None, Field(description=(
+        "The recipient domain's MTA-STS policy mode that applied (enforce, testing, none); "
+        "null: it has none, or the mail went to a relay."))]
+    source_address: Annotated[str | None, Field(description=(
+        "The IP pool address the connection came from; null: no pool (the system's choice)."))]
     duration_ms: int | None
     timestamp: datetime
 

@@ -60,7 +60,9 @@ def attachment(description: dict, data: bytes) -> dict:
 def delivery(d: Delivery) -> dict:
     return {"id": d.id, "status": d.status, "stage": d.stage, "host": d.host, "code": d.code,
             "output": d.output, "details": d.details, "category": d.category, "tls": d.tls,
-            "duration_ms": d.duration_ms, "timestamp": d.created_at}
+            "tls_verified": d.tls_verified, "mta_sts": d.mta_sts,
+            "source_address": d.source_address, "duration_ms": d.duration_ms,
+            "timestamp": d.created_at}
 
 
 @builds(shape.Event)

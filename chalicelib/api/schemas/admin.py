@@ -82,6 +82,13 @@ class CredentialUpdate(Schema):
 class IPPoolIn(Schema):
     name: Name
     default: bool = False
+    relay_host: str | None = Field(default=None, max_length=255)
+
+
+class IPPoolUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    default: bool | None = None
+    relay_host: str | None = Field(default=None, max_length=255)
 
 
 class IPAddressIn(Schema):

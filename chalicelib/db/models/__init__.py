@@ -6,6 +6,7 @@ from chalicelib.db.models.dmarc import DmarcRecord, DmarcReport
 from chalicelib.db.models.mail_frames import MailFrame
 from chalicelib.db.models.messages import (CapturedMessage, Delivery, Message, MessageEvent,
                                            MessageRaw, Stream, Submission, Suppression, Template)
+from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
                                                 Organization, Server)
@@ -18,7 +19,7 @@ __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "CapturedMessage", "ClickEvent",
     "Credential", "Delivery", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
     "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
-    "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "Passkey",
+    "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "Passkey",
     "PasskeyCeremony", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",

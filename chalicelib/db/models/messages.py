@@ -164,6 +164,11 @@ class Delivery(Base):
     details: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(String(32))  # of a failed attempt
     tls: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    # the server's certificate was validated for the host's name (MTA-STS: smtp.py)
+    tls_verified: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False,
+                                               server_default="0")
+    mta_sts: Mapped[str | None] = mapped_column(String(8))  # the policy's mode that applied
+    source_address: Mapped[str | None] = mapped_column(String(39))  # the IP pool's, bound
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
 

@@ -4,7 +4,10 @@
     hold_reason?            -> held (suppressed, development mode)
     unsignable?             -> HardFail
     prepare                 -> the bytes (first attempt only; later ones resend them)
-    resolve                 -> where it goes (relay, MX hosts); a DNS failure is an outcome
+    egress                  -> the IP pool's addresses, or its relay (egress.py)
+    route                   -> where it goes (relay, MX hosts); a DNS failure, or a pool that
+                               cannot send from here, is an outcome
+    MTA-STS                 -> the recipient domain's policy, for its MX hosts (mta_sts.py)
     send                    -> SMTP, with the InFlight marker committed right before DATA
     record                  -> decide what the outcome means and write it, with its event
 
@@ -28,7 +31,7 @@ import logging
 from chalicelib import observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import capture, recorder as recording, smtp, steps
+from chalicelib.services.delivery import capture, egress, mta_sts, recorder as recording, smtp, steps
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import entries as suppressions
 
@@ -55,15 +58,18 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
         # size of what GET .../raw answers.
         data = raw = steps.prepare(db, message)
         size = len(data)
+    path = egress.for_pool(db, message.ip_pool_id)
     if not recorder.claim_open:
         # No transaction (nor SQLite write lock) stays open during network I/O, except a
         # batch's open claim on PostgreSQL: it commits with this message's first write.
         db.commit()
+    domain = message.rcpt_to.rpartition("@")[2]
     try:
-        hosts = smtp.targets(message.rcpt_to.rpartition("@")[2])
+        route = smtp.route(domain, path)
     except smtp.TargetError as exc:
         outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
         return record(db, message, worker, recorder, outcome, None, raw, size)
+    policy = mta_sts.policy_for(domain) if route.to_mx else None
     in_flight: list[int] = []
 
     def before_data(host: str) -> None:
@@ -72,8 +78,9 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
         raw = None
 
     try:
-        outcome = smtp.send(hosts, mail_from=steps.return_path(message),
-                            rcpt_to=message.rcpt_to, data=data, before_data=before_data)
+        outcome = smtp.send(route.hosts, mail_from=steps.return_path(message),
+                            rcpt_to=message.rcpt_to, data=data, before_data=before_data,
+                            egress=path, policy=policy, relayed=route.relayed)
     except ClaimLost:  # the session was closed without DATA; the row is the other's now
         log.warning("message %s: claim expired before DATA; left to the worker holding it",
                     message.id)
@@ -147,7 +154,9 @@ def _observe(message, status: str, attempt: dict, attempts: int) -> None:
                       message_id=message.id, token=message.token, server_id=message.server_id,
                       rcpt_to=message.rcpt_to, status=status, attempt=attempts,
                       host=attempt["host"], code=attempt["code"], stage=attempt["stage"],
-                      tls=attempt["tls"], duration_ms=attempt["duration_ms"],
+                      tls=attempt["tls"], tls_verified=attempt["tls_verified"],
+                      mta_sts=attempt["mta_sts"], source_address=attempt["source_address"],
+                      duration_ms=attempt["duration_ms"],
                       details=attempt["details"])
 
 

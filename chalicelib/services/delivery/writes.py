@@ -58,9 +58,9 @@ def in_flight_statements(with_raw: bool) -> list:
             ["message_id", "raw"], select(M.c.id, bind("i_raw", R.c.raw)).where(*held))
             .returning(R.c.message_id))
     statements.append(insert(D).from_select(
-        ["message_id", "status", "stage", "host", "tls", "created_at"],
+        ["message_id", "status", "stage", "host", "tls", "tls_verified", "created_at"],
         select(M.c.id, literal(statuses.IN_FLIGHT), literal("data"), bind("i_host", D.c.host),
-               literal(False), bind("i_now", D.c.created_at)).where(*held))
+               literal(False), literal(False), bind("i_now", D.c.created_at)).where(*held))
         .returning(D.c.id))
     return statements
 

@@ -150,10 +150,10 @@ export async function show(ctx) {
     section('Delivery attempts', null, table([
       { label: 'When', render: (d) => when(d.timestamp) },
       { label: 'Status', render: (d) => badge(d.status) },
-      { label: 'Host', render: (d) => d.host || '—' },
+      { label: 'Host', render: (d) => (d.source_address ? `${d.host || '—'} from ${d.source_address}` : d.host || '—') },
       { label: 'Code', render: (d) => (d.code != null ? String(d.code) : '—') },
       { label: 'SMTP reply', class: 'wrap', render: (d) => h('code', {}, d.output || d.details || '—') },
-      { label: 'TLS', render: (d) => (d.tls ? 'yes' : 'no') },
+      { label: 'TLS', render: (d) => `${d.tls ? (d.tls_verified ? 'verified' : 'yes') : 'no'}${d.mta_sts ? ` (MTA-STS ${d.mta_sts})` : ''}` },
       { label: 'Time', class: 'num', render: (d) => (d.duration_ms != null ? `${d.duration_ms} ms` : '—') },
     ], deliveries, { caption: 'Delivery attempts', empty: 'No delivery attempt yet.' })),
     m.scope === 'outgoing' ? h('div', { class: 'grid2' },
