@@ -64,6 +64,10 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "inbound_delivered": ("InboundDelivered", "Inbound messages delivered to their endpoint."),
     "inbound_failed": ("InboundFailed", "Inbound endpoint delivery attempts that failed."),
     "smtp_sessions": ("SmtpSessions", "SMTP connections accepted by the gateway."),
+    "dmarc_reports": ("DmarcReports", "DMARC aggregate reports stored (resends not counted)."),
+    "dmarc_refused": ("DmarcRefused",
+                      "DMARC report mails refused: unreadable, past a limit, or not about the "
+                      "domain of the address."),
 }
 
 # Field names that would hold a secret: never written, whatever the caller passes.

@@ -12,9 +12,13 @@ script runs out every message is accepted. Entries:
 (a remote server that is slow to answer). ``throttle_after(n)`` makes it a receiver that
 rate-limits: once ``n`` messages were accepted it answers every RCPT TO with a throttle reply
 (``421 4.7.0 ...`` by default, as Gmail and Yahoo do) and closes the session, until
-``stop_throttling()``; ``throttled`` counts those replies (each one an attempt too many). ``connections`` counts sessions, ``rcpts_seen``
-every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
-``tls=True`` offers STARTTLS with a throwaway self-signed certificate.
+``stop_throttling()``; ``throttled`` counts those replies (each one an attempt too many).
+``connections`` counts sessions, ``rcpts_seen``
+every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
+helo, tls)``: the client's address as this server saw it, the name it greeted with and
+whether the session was TLS. ``tls=True`` offers STARTTLS with a throwaway self-signed
+certificate, ``tls=<ssl.SSLContext>`` with that context's; ``host`` is the address listened
+on (another loopback address, ``::1``).
 """
 from __future__ import annotations
 
@@ -36,6 +40,9 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     data: bytes
+    peer: str = ""      # the client's address
+    helo: str = ""      # the name it greeted with (EHLO/HELO)
+    tls: bool = False   # the session had negotiated STARTTLS
 
 
 def _self_signed_context() -> ssl.SSLContext:
@@ -95,7 +102,9 @@ class _Handler:
             return None
         if entry.startswith("250"):
             self.mx._record(Received(envelope.mail_from, list(envelope.rcpt_tos),
-                                     envelope.original_content or envelope.content))
+                                     envelope.original_content or envelope.content,
+                                     session.peer[0], session.host_name or "",
+                                     session.ssl is not None))
             return "250 2.0.0 OK queued"
         return entry
 
@@ -106,13 +115,14 @@ class _CountingSMTP(SMTP):
         self._mx = mx
 
     def connection_made(self, transport):
-        self._mx._note("connection")
+        if self._original_transport is None:  # not the second call that STARTTLS makes
+            self._mx._note("connection")
         super().connection_made(transport)
 
 
 class ScriptedMX:
-    def __init__(self, script: list[str] | None = None, *, tls: bool = False,
-                 port: int | None = None):
+    def __init__(self, script: list[str] | None = None, *, tls: bool | ssl.SSLContext = False,
+                 port: int | None = None, host: str = "127.0.0.1"):
         self.script: list[str] = list(script or [])
         self.messages: list[Received] = []
         self.connections = 0
@@ -122,8 +132,10 @@ class ScriptedMX:
         self._throttle: tuple[int, str] | None = None
         self._gate: tuple[threading.Event, threading.Event] | None = None
         self._lock = threading.Lock()
+        self.host = host
         self.port = port or free_port()
-        tls_context = _self_signed_context() if tls else None
+        tls_context = tls if isinstance(tls, ssl.SSLContext) else \
+            _self_signed_context() if tls else None
         handler = _Handler(self)
         mx = self
 
@@ -132,7 +144,7 @@ class ScriptedMX:
                 return _CountingSMTP(self.handler, mx, tls_context=tls_context,
                                      require_starttls=False, hostname="mx.test")
 
-        self._controller = Ctl(handler, hostname="127.0.0.1", port=self.port)
+        self._controller = Ctl(handler, hostname=host, port=self.port)
 
     def hold_next_data(self) -> tuple[threading.Event, threading.Event]:
         """(arrived, release): ``arrived`` is set when the next DATA's data is in; its reply
@@ -193,7 +205,7 @@ class ScriptedMX:
 
     @property
     def relay(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def start(self) -> "ScriptedMX":
         self._controller.start()

@@ -22,6 +22,7 @@ from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
 from chalicelib.services.delivery import pacing, process as worker, smtp
 from tests.delivery.test_batch import _Dropped
 from tests.delivery.test_worker import _make_due, _park
+from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.sending.test_sending import message
 from tests.support import Api, make_tenant, unique
 
@@ -134,6 +135,31 @@ def test_single_wakeups_share_the_backoff_and_greylisting_is_no_throttle(api, te
     assert _destination(grey).backoff_until is None
 
 
+def test_domains_hosted_together_are_one_destination_found_by_their_mx(
+        api, tenant, by_hand, db, dns_zone, monkeypatch):
+    """Two recipient domains whose MX hosts are under one provider's name (as every Google
+    Workspace domain's are under google.com): a throttle while delivering to one paces the
+    other. Delivered to the MX hosts (no relay), on the test MX's port."""
+    mx, name = by_hand, unique("host")
+    provider = f"{name}.example"
+    _rules(monkeypatch, {"name": name, "mx": [provider]})
+    monkeypatch.delenv("DELIVERY_RELAY", raising=False)
+    monkeypatch.setenv("DELIVERY_MX_PORT", str(mx.port))
+    shop, bakery = f"{unique('shop')}.example", f"{unique('bakery')}.example"
+    for domain in (shop, bakery):
+        dns_zone.zone[(f"{domain}.", "MX")] = [(10, f"mx1.{provider}.")]
+    dns_zone.zone[(f"mx1.{provider}.", "A")] = ["127.0.0.1"]
+    mx.script = ["421 4.7.0 Try again later, closing connection."]
+    [to_shop] = _due(db, api, tenant, shop, 1)
+    [to_bakery] = _due(db, api, tenant, bakery, 1)
+    assert worker.process(to_shop) == "SoftFail"
+    assert worker.process(to_bakery) == "paced"
+    assert mx.connections == 1
+    assert f"waiting: {name} answered a throttle reply" in \
+        message(api, tenant, to_bakery)["status_details"]
+    assert _destination(name).throttles == 1
+
+
 def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by_hand, db,
                                                                  monkeypatch):
     mx, domain, name = by_hand, f"{unique('solo')}.example", unique("solo")
@@ -216,10 +242,12 @@ def test_messages_a_minute_come_back_one_by_one(api, tenant, by_hand, db, monkey
 def test_each_ip_pool_is_paced_on_its_own(api, by_hand, db):
     mx, domain = by_hand, f"{unique('pools')}.example"
     tenants = []
-    for _ in range(2):
+    for address in ("127.0.0.2", "127.0.0.3"):  # each pool sends from its own address
         tenant = make_tenant(api)
         pool = Api.data(api.post("/api/v2/admin/ip_pools", {"name": unique("pool")}),
                         201)["ip_pool"]
+        Api.data(api.post(f"/api/v2/admin/ip_pools/{pool['id']}/ip_addresses",
+                          {"ipv4": address, "hostname": f"{unique('mta')}.pool.example"}), 201)
         Api.data(api.post(f"/api/v2/admin/organizations/{tenant.org}/servers/{tenant.server}"
                           "/ip_pool", {"ip_pool_id": pool["id"]}))
         tenants.append((tenant, pool))
@@ -230,11 +258,11 @@ def test_each_ip_pool_is_paced_on_its_own(api, by_hand, db):
     assert worker.process(first_a) == "SoftFail"  # pool A's address is throttled ...
     assert worker.process(first_b) == "Sent"  # ... pool B's is not
     assert worker.process(second_a) == "paced"
+    assert [m.peer for m in mx.messages] == ["127.0.0.3"]
     assert f"{domain} (IP pool {pool_a['id']})" in message(api, a, second_a)["status_details"]
 
 
 def test_destinations_rules_and_what_a_throttle_is(monkeypatch):
-    monkeypatch.delenv("DELIVERY_RELAY", raising=False)
     google, rule = pacing.destination("GMail.com", [])
     assert (google, rule.connections, rule.per_minute) == ("google", 20, 600)
     # Any domain Google hosts is the same destination, found by its MX hosts.
@@ -250,9 +278,6 @@ def test_destinations_rules_and_what_a_throttle_is(monkeypatch):
     yahoo = pacing.destination("aol.com", [])[1]
     assert (yahoo.name, yahoo.connections, yahoo.per_minute) == ("yahoo", 10, 100)
     assert pacing.destination("corp.example", [])[1].connections == 2
-    # Through a relay the MX hosts are unknown: only the recipient domain counts.
-    monkeypatch.setenv("DELIVERY_RELAY", "127.0.0.1:2525")
-    assert pacing.destination("shop.example", [("127.0.0.1", 2525)])[0] == "shop.example"
 
     def reply(code, text, status=smtp.SOFT):
         return smtp.Outcome(status, "", code=code, output=text)

@@ -102,7 +102,7 @@ def ip_address(addr: IPAddress) -> dict:
 @builds(shape.IPPool)
 def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
     record = {"id": pool.id, "uuid": pool.uuid, "name": pool.name, "default": pool.is_default,
-              "created_at": pool.created_at}
+              "relay_host": pool.relay_host, "created_at": pool.created_at}
     if with_addresses:
         record["ip_addresses"] = [ip_address(a) for a in pool.ip_addresses]
     return record

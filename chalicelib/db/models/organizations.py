@@ -33,6 +33,9 @@ class IPPool(Timestamps, Base):
     uuid: Mapped[str] = uuid_column()
     name: Mapped[str] = mapped_column(String(255), unique=True, nullable=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    # host:port of the relay that sends this pool's mail from its addresses, for workers on
+    # hosts that own none of them (Lambda behind NAT): services/delivery/egress.py
+    relay_host: Mapped[str | None] = mapped_column(String(255))
 
     ip_addresses: Mapped[list["IPAddress"]] = relationship(
         back_populates="ip_pool", cascade="all, delete-orphan", passive_deletes=True,

@@ -50,8 +50,9 @@ What does not change
 What the merged claim costs
 ---------------------------
 Until the first write commits, the batch's rows are locked by an open transaction during the
-first message's preparation and connection set-up (DNS, connect, EHLO/STARTTLS, MAIL, RCPT:
-milliseconds to a reachable MX, at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
+first message's preparation and connection set-up (DNS, the recipient domain's MTA-STS policy
+when it is not cached yet, connect, EHLO/STARTTLS, MAIL, RCPT: milliseconds to a reachable MX,
+at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
 updating those rows meanwhile waits for that commit instead of running at once: a duplicate
 wake-up's claim (it then finds the rows claimed), the sweeper's wake-up mark (it then finds
 them claimed and skips them), an API action on one of them. Nothing is lost or sent twice by

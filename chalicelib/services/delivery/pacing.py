@@ -112,12 +112,11 @@ def rules() -> tuple[Rule, ...]:
                   settings.delivery_pacing_per_minute)
 
 
-def destination(domain: str, hosts: list[tuple[str, int]]) -> tuple[str, Rule]:
-    """(destination name, its rule) for mail to ``domain`` over ``hosts`` (its MX hosts; with
-    DELIVERY_RELAY only the recipient domain counts: the relay is no MX)."""
+def destination(domain: str, mx_hosts: list[tuple[str, int]]) -> tuple[str, Rule]:
+    """(destination name, its rule) for mail to ``domain`` whose MX hosts are ``mx_hosts``
+    (none known when the mail goes through a relay: then only the domain counts)."""
     domain = domain.lower().rstrip(".")
-    relay = get_settings().delivery_relay.strip().lower()
-    names = [] if relay and relay != "mx" else [h.lower().rstrip(".") for h, _ in hosts]
+    names = [h.lower().rstrip(".") for h, _ in mx_hosts]
     for rule in rules():
         if domain in rule.domains or any(name == mx or name.endswith("." + mx)
                                          for name in names for mx in rule.mx):
@@ -320,13 +319,15 @@ class Pacer:
         self.held: tuple[int, str] | None = None  # the destination whose slot we hold
         self.current: tuple[int, str, _Limits, int] | None = None  # (pool, name, limits, throttles)
 
-    def admit(self, db, message, hosts: list[tuple[str, int]]) -> Wait | None:
-        """None: send now (a slot and a rate cell are taken). Else when it may go."""
+    def admit(self, db, message, hosts: list[tuple[str, int]], mx: bool) -> Wait | None:
+        """None: send now (a slot and a rate cell are taken). Else when it may go. ``mx``:
+        ``hosts`` are the recipient domain's MX hosts (not DELIVERY_RELAY nor the pool's
+        relay), so a rule may find the destination by them."""
         self.current = None
         if hosts == [smtp.CAPTURE]:  # nothing leaves the machine: nothing to pace
             return None
         pool = message.ip_pool_id or 0
-        name, rule = destination(message.rcpt_to.rpartition("@")[2], hosts)
+        name, rule = destination(message.rcpt_to.rpartition("@")[2], hosts if mx else [])
         limits = _Limits(rule)
         if self.held is not None and self.held != (pool, name):
             self.finish(db)  # moving on: the previous destination's session is done

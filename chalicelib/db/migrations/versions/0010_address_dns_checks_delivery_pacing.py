@@ -1,7 +1,7 @@
 """sending address reverse dns checks, delivery pacing
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0009
 Create Date: 2026-11-26 06:45:43.977850
 """
 from alembic import op
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 
 revision = '0010'
-down_revision = '0007'
+down_revision = '0009'  # 0007 on its own; after 0009 since main (with i24-connect) was merged in
 branch_labels = None
 depends_on = None
 
