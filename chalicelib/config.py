@@ -158,6 +158,59 @@ def _parse_allowed_reserved(raw: str) -> str:
     return ",".join(names)
 
 
+_RULE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_RULE_FIELDS = {"name", "domains", "mx", "connections", "per_minute"}
+
+
+def _parse_pacing_rules(raw: str) -> str:
+    """DELIVERY_PACING_RULES: a JSON list of {name, domains, mx, connections, per_minute}
+    (services/delivery/pacing.py reads them); checked here so a mistake stops the start, and
+    kept as normalized JSON."""
+    import json
+
+    if not raw.strip():
+        return ""
+    try:
+        rules = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(rules, list):
+        raise ValueError("expected a JSON list of rules")
+    names = set()
+    for rule in rules:
+        if not isinstance(rule, dict) or not isinstance(rule.get("name"), str) or \
+                not _RULE_NAME.match(rule["name"]):
+            raise ValueError("each rule needs a name of lower-case letters, digits, - or _ "
+                             f"(no dots: it must not look like a domain): {rule!r}")
+        if rule["name"] in names:
+            raise ValueError(f"rule {rule['name']!r} is given twice")
+        names.add(rule["name"])
+        unknown = set(rule) - _RULE_FIELDS
+        if unknown:
+            raise ValueError(f"rule {rule['name']!r}: unknown field(s) {', '.join(sorted(unknown))}")
+        for field in ("domains", "mx"):
+            value = rule.get(field, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip()
+                                                      for v in value):
+                raise ValueError(f"rule {rule['name']!r}: {field} must be a list of names")
+        for field, least in (("connections", 1), ("per_minute", 0)):
+            value = rule.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < least):
+                raise ValueError(f"rule {rule['name']!r}: {field} must be a whole number "
+                                 f"of at least {least}")
+    return json.dumps(rules, sort_keys=True)
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if value < least:
+            raise ValueError(f"expected at least {least}, got {value}")
+        return value
+    return parse
+
+
 MB = 1024 * 1024
 
 KEYS: tuple[Key, ...] = (
@@ -228,6 +281,22 @@ KEYS: tuple[Key, ...] = (
     _env("DELIVERY_RETRY_SCHEDULE", "", str,
          "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
     _env("DELIVERY_TIMEOUT_SECONDS", 60.0, float, "Socket timeout of an SMTP delivery attempt."),
+    _env("DELIVERY_PACING_CONNECTIONS", 20, _at_least(1),
+         "Connections open at once to one destination (a recipient domain) from one IP "
+         "pool, across every worker, unless a pacing rule says otherwise."),
+    _env("DELIVERY_PACING_PER_MINUTE", 0, _at_least(0),
+         "Messages a minute to one destination from one IP pool unless a pacing rule says "
+         "otherwise; 0: no limit."),
+    _env("DELIVERY_PACING_RULES", "", _parse_pacing_rules,
+         "Pacing rules as a JSON list of {name, domains, mx, connections, per_minute}: the "
+         "recipient domains (or MX host suffixes) one destination covers and its limits; a "
+         "rule named like a built-in one (google, microsoft, yahoo, apple) replaces its "
+         "fields. See docs/api.md#per-destination-pacing."),
+    _env("DELIVERY_PACING_BACKOFF_SECONDS", 60.0, float,
+         "How long every worker stays away from a destination after it answered a throttle "
+         "reply (421 or 4.7.x); doubled for each further throttle in a row."),
+    _env("DELIVERY_PACING_BACKOFF_MAX_SECONDS", 3600.0, float,
+         "The longest a destination's backoff grows to."),
     _env("DELIVERY_MX_PORT", 25, int,
          "TCP port MX hosts are dialled on. Only test rigs and lab set-ups change it (the "
          "tests' receiving MX listens on a free port of loopback)."),
@@ -286,8 +355,9 @@ KEYS: tuple[Key, ...] = (
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
-         "Verified domains whose DNS check is older than this are checked again by the "
-         "scheduled run (hourly on AWS, with the retention timer locally)."),
+         "Verified domains whose DNS check, and sending addresses whose reverse-DNS check, "
+         "is older than this are checked again by the scheduled run (hourly on AWS, with "
+         "the retention timer locally)."),
     _env("TRACKING_DOMAIN", "", str,
          "Host tenant tracking domains point their CNAME at; empty: the host of PUBLIC_URL."),
     _env("DKIM_RETIRING_DAYS", 7, int,
@@ -400,6 +470,11 @@ class Settings(BaseModel):
     delivery_max_attempts: int
     delivery_retry_schedule: str
     delivery_timeout_seconds: float
+    delivery_pacing_connections: int
+    delivery_pacing_per_minute: int
+    delivery_pacing_rules: str
+    delivery_pacing_backoff_seconds: float
+    delivery_pacing_backoff_max_seconds: float
     delivery_mx_port: int
     ip_pool_egress: str
     ip_pool_bind_addresses: str

@@ -53,6 +53,9 @@ COUNTERS: dict[str, tuple[str, str]] = {
                  "Delivery attempts that failed temporarily (a retry follows)."),
     "failed": ("MessagesFailed", "Outgoing messages that failed for good (HardFail)."),
     "held": ("MessagesHeld", "Outgoing messages held (suppressed recipient, unknown outcome)."),
+    "paced": ("MessagesPaced",
+              "Delivery attempts put off because their destination was paced (a backoff, "
+              "its connections or its rate); no attempt is counted."),
     "bounced": ("MessagesBounced", "Hard bounces received (the message becomes Bounced)."),
     "complained": ("MessagesComplained",
                    "Spam complaints (feedback reports other than not-spam) received."),

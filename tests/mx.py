@@ -9,7 +9,11 @@ script runs out every message is accepted. Entries:
 * ``"drop"``                close the connection after the data arrived, before replying
 
 ``hold_next_data()`` makes the next DATA wait, its data received, for the test to release it
-(a remote server that is slow to answer). ``connections`` counts sessions, ``rcpts_seen``
+(a remote server that is slow to answer). ``throttle_after(n)`` makes it a receiver that
+rate-limits: once ``n`` messages were accepted it answers every RCPT TO with a throttle reply
+(``421 4.7.0 ...`` by default, as Gmail and Yahoo do) and closes the session, until
+``stop_throttling()``; ``throttled`` counts those replies (each one an attempt too many).
+``connections`` counts sessions, ``rcpts_seen``
 every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
 whether the session was TLS. ``tls=True`` offers STARTTLS with a throwaway self-signed
@@ -73,6 +77,11 @@ class _Handler:
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         self.mx._seen(address)
+        throttle = self.mx._throttle_reply()
+        if throttle is not None:
+            if throttle.startswith("421"):  # 421: the server closes the session after it
+                asyncio.get_running_loop().call_soon(server.transport.close)
+            return throttle
         entry = self.mx._peek()
         if entry is not None and entry.startswith("rcpt:"):
             self.mx._pop()
@@ -119,6 +128,8 @@ class ScriptedMX:
         self.connections = 0
         self.rcpts_seen: list[str] = []
         self.drops = 0
+        self.throttled = 0
+        self._throttle: tuple[int, str] | None = None
         self._gate: tuple[threading.Event, threading.Event] | None = None
         self._lock = threading.Lock()
         self.host = host
@@ -142,6 +153,23 @@ class ScriptedMX:
         with self._lock:
             self._gate = gate
         return gate
+
+    def throttle_after(self, accepted: int,
+                       reply: str = "421 4.7.0 Try again later, closing connection.") -> None:
+        """Answer every RCPT TO with ``reply`` once ``accepted`` messages were accepted."""
+        with self._lock:
+            self._throttle = (accepted, reply)
+
+    def stop_throttling(self) -> None:
+        with self._lock:
+            self._throttle = None
+
+    def _throttle_reply(self) -> str | None:
+        with self._lock:
+            if self._throttle is None or len(self.messages) < self._throttle[0]:
+                return None
+            self.throttled += 1
+            return self._throttle[1]
 
     def _take_gate(self):
         with self._lock:

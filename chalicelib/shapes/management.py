@@ -106,6 +106,8 @@ class DnsCheckRecord(TypedDict):
     """One looked-up record: status ok, missing, mismatch or error."""
 
     kind: str
+    address: NotRequired[Annotated[str, Field(
+        description="The IP address a sending address's check is about.")]]
     name: str
     type: str
     expected: str | None
@@ -180,6 +182,9 @@ class IPAddress(TypedDict):
     ipv6: str | None
     hostname: str
     priority: int
+    dns_check: Annotated[DnsCheckSummary | None, Field(
+        description="The last reverse-DNS check (PTR, forward confirmation, HELO match) "
+                    "of the address; null until it is first checked.")]
     created_at: datetime
 
 

@@ -88,6 +88,18 @@ def show_ip_address(call: Call, pool_id: int, id: int):
     return {"ip_address": management.ip_address(ip_pools.find_address(call.db, pool, id))}
 
 
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}/check", "GET", auth=ADMIN,
+          response=shapes.one("ip_address", shape.IPAddress))
+def check_ip_address(call: Call, pool_id: int, id: int):
+    """Look the address's reverse DNS up now (PTR, forward confirmation, HELO match) and keep
+    the result, as GET .../domains/{name}/check does for a domain."""
+    from chalicelib.services.delivery import address_health  # dnspython: not at cold start
+
+    authorize(call.principal, "ip_pools.read")
+    address = ip_pools.find_address(call.db, ip_pools.find_pool(call.db, pool_id), id)
+    return {"ip_address": management.ip_address(address_health.check_address(address))}
+
+
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN,
           response=shapes.deleted("ip_address", shape.IPAddress))
 def delete_ip_address(call: Call, pool_id: int, id: int):

@@ -10,6 +10,7 @@ from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
                                                 Organization, Server)
+from chalicelib.db.models.pacing import DeliveryDestination, DeliveryLease
 from chalicelib.db.models.routes import Route
 from chalicelib.db.models.sending_controls import BulkJob, IdempotencyKey, SendLimitCounter
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
@@ -17,7 +18,7 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "CapturedMessage", "ClickEvent",
-    "Credential", "Delivery", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
+    "Credential", "Delivery", "DeliveryDestination", "DeliveryLease", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
     "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
     "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "Passkey",
     "PasskeyCeremony", "SendLimitCounter",

@@ -54,6 +54,9 @@ class IPAddress(Timestamps, Base):
     ipv6: Mapped[str | None] = mapped_column(String(39))
     hostname: Mapped[str] = mapped_column(String(255), nullable=False)
     priority: Mapped[int] = mapped_column(Integer, default=100, nullable=False)
+    # The last reverse-DNS check (services/delivery/address_health.py): {"records": [...]}.
+    dns_check: Mapped[Any | None] = mapped_column(JSON)
+    checked_at: Mapped[datetime | None] = mapped_column(DateTime(), index=True)
 
     ip_pool: Mapped[IPPool] = relationship(back_populates="ip_addresses")
 

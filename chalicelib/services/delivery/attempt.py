@@ -7,9 +7,11 @@
     egress                  -> the IP pool's addresses, or its relay (egress.py)
     route                   -> where it goes (relay, MX hosts); a DNS failure, or a pool that
                                cannot send from here, is an outcome
+    pace                    -> may its destination take it now? If not: paced, no attempt
     MTA-STS                 -> the recipient domain's policy, for its MX hosts (mta_sts.py)
     send                    -> SMTP, with the InFlight marker committed right before DATA
     record                  -> decide what the outcome means and write it, with its event
+                               (a throttle reply backs the destination off for every worker)
 
 The policy of each step is in ``steps.py``; how the marker and the outcome are written (at
 once, or riding on the next message's marker in a batch) is the ``recorder``'s business.
@@ -28,19 +30,20 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib import observability, queues, statuses
+from chalicelib import clock, observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import capture, egress, mta_sts, recorder as recording, smtp, steps
+from chalicelib.services.delivery import (capture, egress, mta_sts, pacing,
+                                         recorder as recording, smtp, steps)
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import entries as suppressions
 
 log = logging.getLogger(__name__)
 
 
-def attempt(db, message, worker: str, recorder: Recorder) -> str:
+def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -> str:
     """Run the steps for a message claimed by ``worker``; returns what happened ("Sent",
-    "SoftFail", "HardFail", "held", "unknown" or "claim-lost")."""
+    "SoftFail", "HardFail", "held", "unknown", "paced" or "claim-lost")."""
     if message.stale is not None:
         return resolve_unknown(db, message, message.stale, worker, recorder)
     hold = steps.hold_reason(message)
@@ -69,6 +72,9 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
     except smtp.TargetError as exc:
         outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
         return record(db, message, worker, recorder, outcome, None, raw, size)
+    wait = pacer.admit(db, message, route.hosts, mx=route.to_mx)
+    if wait is not None:
+        return pace(db, message, worker, recorder, wait, raw, size)
     policy = mta_sts.policy_for(domain) if route.to_mx else None
     in_flight: list[int] = []
 
@@ -85,8 +91,24 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
         log.warning("message %s: claim expired before DATA; left to the worker holding it",
                     message.id)
         return "claim-lost"
+    pacer.settle(db, outcome)
     return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
                   raw, size)
+
+
+def pace(db, message, worker: str, recorder: Recorder, wait: pacing.Wait,
+         raw: bytes | None, size: int | None) -> str:
+    """Its destination may not take the message now: release the claim with the message due
+    when it may (woken then), the reason shown; no attempt is counted, no event fires. The
+    bytes prepared for it are kept (with their size, as ``record`` keeps them)."""
+    delay = max(0.0, (wait.until - clock.now()).total_seconds())
+    queues.enqueue_after_commit(db, queues.DELIVERIES, message.id, min(delay, SQS_MAX_DELAY))
+    values = pacing.paced_values(message, wait)
+    if size is not None:
+        values["size"] = size
+    pending = recording.outcome(db, message, worker, values, raw=raw,
+                                observe=lambda: _paced(message, wait))
+    return _said("paced", recorder.write(db, pending))
 
 
 def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
@@ -158,6 +180,13 @@ def _observe(message, status: str, attempt: dict, attempts: int) -> None:
                       mta_sts=attempt["mta_sts"], source_address=attempt["source_address"],
                       duration_ms=attempt["duration_ms"],
                       details=attempt["details"])
+
+
+def _paced(message, wait: pacing.Wait) -> None:
+    observability.count("paced")
+    observability.log("delivery.paced", "info", message_id=message.id, token=message.token,
+                      server_id=message.server_id, destination=wait.destination,
+                      next_attempt_at=wait.until, details=wait.reason)
 
 
 def _held(message, reason: str) -> None:

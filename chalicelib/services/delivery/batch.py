@@ -16,6 +16,12 @@ What a batch changes
   recipient domain, so consecutive messages for one destination go over one SMTP session
   (``smtp.py`` keeps it, with RSET between messages; a dropped session or a 421
   is replaced by a fresh one before anything of the next message is sent).
+* **One connection slot per destination.** Each message is admitted by per-destination
+  pacing (``pacing.py``) before it is sent; the worker takes the destination's connection
+  slot with the first and keeps it for the consecutive messages to it, giving it back when
+  it moves on or finishes. A message its destination cannot take now (a backoff after a
+  throttle reply, no free slot, its messages a minute) is paced: released with its new due
+  time like any outcome (riding on the next marker), never claimed and dropped.
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
   same commit, as the next message's in-flight marker, and the last one at the batch's end.
@@ -65,7 +71,7 @@ from sqlalchemy import event
 
 from chalicelib.db import claims, session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.services.delivery import attempt, claim
+from chalicelib.services.delivery import attempt, claim, pacing
 from chalicelib.services.delivery.recorder import PendingOutcome, Recorder
 
 log = logging.getLogger(__name__)
@@ -137,13 +143,15 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
                     results[message_id] = claim.not_claimed(other, message_id,
                                                             params.get(claims.CLAIM_NOW))
         recorder = BatchRecorder(claim_open=merged and bool(claimed))
+        pacer = pacing.Pacer(worker)  # one connection slot at a time, kept per destination
         event.listen(db, "after_commit", recorder.claim_committed)
         try:
             queue = sorted(claimed.values(), key=_destination)
             while queue:
                 message = queue.pop(0)
                 try:
-                    results[message.id] = attempt.attempt(db, message, worker, recorder)
+                    results[message.id] = attempt.attempt(db, message, worker, recorder,
+                                                          pacer)
                 except Exception:  # noqa: BLE001
                     # As for a single message: its claim stays and expires, so it is retried;
                     # the rest of the batch goes on.
@@ -156,6 +164,7 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
                 if recorder.claim_open:  # not committed by a write after all: now
                     db.commit()
             recorder.flush()
+            pacer.finish(db)
             for message_id in recorder.lost:  # its outcome was not written: see settle()
                 results[message_id] = "claim-lost"
         finally:

@@ -41,7 +41,8 @@ def _claimed_columns():
         M.c.track_clicks,
         select(Server.mode).where(Server.id == outer("server_id")).scalar_subquery()
         .label("server_mode"),
-        # The IP pool it sends from: the server's, else the default pool (egress.py).
+        # The IP pool it sends from: the server's, else the default pool (egress.py);
+        # pacing keeps each destination's state per pool (pacing.py).
         func.coalesce(
             select(Server.ip_pool_id).where(Server.id == outer("server_id")).scalar_subquery(),
             select(IPPool.id).where(IPPool.is_default.is_(True)).order_by(IPPool.id).limit(1)

@@ -6,8 +6,8 @@ ON DELETE CASCADE) — but never while one of its messages still has work pendin
 are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 ``WEBHOOK_LOG_RETENTION_DAYS`` and DMARC reports ``DMARC_REPORT_RETENTION_DAYS`` after the
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
-suppressions go
-a day after they expire. The audit trail (auth_events) is kept.
+suppressions go a day after they expire; delivery destinations idle for a day
+(per-destination pacing). The audit trail (auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   PasswordResetToken, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
+from chalicelib.services.delivery import pacing
 
 # Statuses with work still due (outgoing, then inbound).
 PENDING_STATUSES = statuses.DELIVERABLE + statuses.INBOUND_DUE
@@ -90,4 +91,5 @@ def prune(db: Session) -> dict[str, int]:
         .execution_options(synchronize_session=False)).rowcount
     counts["bulk_jobs"] = _delete_ids(db, BulkJob, list(db.scalars(
         select(BulkJob.id).where(BulkJob.finished_at < now - timedelta(days=30)).limit(BATCH))))
+    counts["delivery_destinations"] = pacing.forget_idle(db, now)
     return counts

@@ -45,7 +45,7 @@ export async function ipPools(ctx) {
   const pools = (await get('/admin/ip_pools', { params: { per_page: 100 } })).ip_pools;
   const details = await Promise.all(pools.map((p) => get(`/admin/ip_pools/${p.id}`).then((d) => d.ip_pool)));
   return h('div', {}, h('h1', {}, 'IP pools'),
-    h('p', { class: 'sub' }, 'Groups of sending addresses: a server in a pool (or, without one, in the default pool) sends from one of its addresses and greets with that address\'s hostname.'),
+    h('p', { class: 'sub' }, 'Groups of sending addresses: a server in a pool (or, without one, in the default pool) sends from one of its addresses and greets with that address\'s hostname. Each address needs reverse DNS: a PTR record naming that hostname, which resolves back to the address. It is checked daily, or now with Check.'),
     ...details.map((p) => section(`${p.name}${p.default ? ' (default)' : ''}`,
       actionButton('Delete pool', async () => { await del(`/admin/ip_pools/${p.id}`); ctx.render(); }, { kind: 'danger', confirm: `Delete pool ${p.name}?` }),
       p.ip_addresses.length || p.relay_host ? null
@@ -53,8 +53,12 @@ export async function ipPools(ctx) {
       table([
         { label: 'Hostname', render: (a) => a.hostname }, { label: 'IPv4', render: (a) => a.ipv4 || '—' },
         { label: 'IPv6', render: (a) => a.ipv6 || '—' }, { label: 'Priority', class: 'num', render: (a) => String(a.priority) },
-        { label: 'Actions', render: (a) => actionButton('Remove', async () => { await del(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}`); ctx.render(); }, { kind: 'danger' }) },
+        { label: 'Reverse DNS', render: reverseDns }, { label: 'Checked', render: (a) => when(a.dns_check?.checked_at) },
+        { label: 'Actions', render: (a) => h('span', { class: 'actions' },
+          actionButton('Check', async () => { await get(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}/check`); ctx.render(); }),
+          actionButton('Remove', async () => { await del(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}`); ctx.render(); }, { kind: 'danger' })) },
       ], p.ip_addresses, { caption: `Addresses of ${p.name}`, empty: 'No address in this pool.' }),
+      dnsProblems(p),
       form({
         className: 'inline',
         fields: [{ name: 'hostname', label: 'Hostname', required: true }, { name: 'ipv4', label: 'IPv4' }, { name: 'ipv6', label: 'IPv6' },
@@ -82,6 +86,27 @@ export async function ipPools(ctx) {
       submit: 'Create pool',
       onSubmit: async (v) => { await post('/admin/ip_pools', { ...v, relay_host: v.relay_host || null }); ctx.render(); },
     })));
+}
+
+// The last reverse-DNS check of a sending address: ok, its problems, or not checked yet.
+function reverseDns(a) {
+  if (!a.dns_check) return badge('not checked', 'pending');
+  const n = a.dns_check.problems;
+  return n ? badge(n === 1 ? '1 problem' : `${n} problems`, 'bad') : badge('ok', 'good');
+}
+
+// What is wrong with a pool's addresses, per record (PTR, forward confirmation, HELO match).
+function dnsProblems(pool) {
+  const rows = pool.ip_addresses.flatMap((a) => (a.dns_check?.records || [])
+    .filter((r) => r.status !== 'ok').map((r) => ({ ...r, hostname: a.hostname })));
+  if (!rows.length) return null;
+  const label = { ptr: 'PTR record', forward: 'Resolves back', helo: 'HELO name' };
+  return [h('h3', {}, 'Reverse DNS problems'), table([
+    { label: 'Address', render: (r) => r.address }, { label: 'Check', render: (r) => label[r.kind] || r.kind },
+    { label: 'Status', render: (r) => badge(r.status, 'bad') },
+    { label: 'What to do', render: (r) => r.detail || '' },
+    { label: 'Broke', render: (r) => (r.lost_at ? when(r.lost_at) : '—') },
+  ], rows, { caption: `Reverse DNS problems of ${pool.name}` })];
 }
 
 export async function apiKeys(ctx) {
