@@ -10,10 +10,10 @@ import socket
 
 import pytest
 
-from chalicelib.services.delivery import egress, hooks, smtp
+from chalicelib.services.delivery import egress
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import message, sent_ok, wait_status
+from tests.sending.test_sending import sent_ok, wait_status
 from tests.support import Api, unique
 
 ADMIN = "/api/v2/admin"
@@ -219,38 +219,6 @@ def test_ip_pool_egress_relay_always_uses_the_relay(api, tenant, mx_zone, monkey
     attempt = deliver(api, tenant, to(mx_zone, "norelay"), status="SoftFail")
     assert f"IP pool {owned['name']} has no relay_host" in attempt["details"]
     assert mx_zone.connections == 0
-
-
-def test_connect_hooks_may_refuse_and_reply_hooks_see_every_reply(api, tenant, mx_zone):
-    seen: list[hooks.Reply] = []
-    opened: list[hooks.Connecting] = []
-    refuse = {"on": True}
-
-    def gate(event):
-        opened.append(event)
-        if refuse["on"]:
-            raise hooks.Refused("destination paced: try later")
-
-    hooks.on_connect(gate)
-    hooks.on_reply(seen.append)
-    try:
-        mx_zone.script = ["rcpt:450 4.2.1 busy"]
-        address = to(mx_zone, "hook")
-        [r] = sent_ok(api, tenant, to=[address])["recipients"]
-        wait_status(api, tenant, r["id"], "SoftFail")
-        first = message(api, tenant, r["id"])["deliveries"][0]
-        assert first["details"] == "destination paced: try later" and first["code"] is None
-        assert mx_zone.connections == 0
-        refuse["on"] = False
-        wait_status(api, tenant, r["id"], "Sent")
-        assert opened[0].domain == mx_zone.domain and opened[0].address == "127.0.0.1"
-        assert opened[0].host == f"mx.{mx_zone.domain}" and opened[0].source is None
-        replies = [(e.stage, e.code) for e in seen if e.domain == mx_zone.domain]
-        assert ("envelope", 450) in replies and ("done", 250) in replies
-    finally:
-        hooks.remove(gate)
-        hooks.remove(seen.append)
-        smtp.close_cached()
 
 
 def test_ip_pool_relay_host_is_validated_and_changeable(api):

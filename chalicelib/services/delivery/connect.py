@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from chalicelib import dns_lookup
 from chalicelib.config import get_settings
-from chalicelib.services.delivery import hooks
 from chalicelib.services.delivery.egress import Egress, Source
 
 OPPORTUNISTIC, REPORT, REQUIRE = "opportunistic", "report", "require"
@@ -137,10 +136,6 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
 
 def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
           domain: str, wait: float = 1) -> Session:
-    try:
-        hooks.connecting(hooks.Connecting(domain, host, port, address, source.shown))
-    except hooks.Refused as refused:
-        raise Unreachable(refused.details, next_host=refused.next_host) from None
     settings = get_settings()
     smtp = smtplib.SMTP(local_hostname=source.hostname,
                         timeout=settings.delivery_timeout_seconds * wait,
@@ -185,7 +180,6 @@ def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
         code = output = None
         if isinstance(exc, smtplib.SMTPResponseException):
             code, output = exc.smtp_code, text(exc.smtp_error)
-            hooks.replied(hooks.Reply(domain, host, "connect", code, output, source.shown))
         raise Unreachable(f"could not open a session with {shown}: {describe(exc)}",
                           code, output) from None
 

@@ -28,8 +28,7 @@ Postfix's connection cache does. A cached session found dead (or answering 421) 
 MAIL is replaced by a fresh one; nothing of the new message had been sent, so this is safe.
 
 Outcomes: 2xx after DATA -> Sent; a 5xx to MAIL, RCPT or DATA -> HardFail; a 4xx, a dropped
-connection, a timeout or no reachable host -> SoftFail. ``hooks.py`` is told of every new
-connection (and may refuse it) and of every reply classified.
+connection, a timeout or no reachable host -> SoftFail.
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ from typing import Callable, NamedTuple
 
 from chalicelib.config import get_settings
 from chalicelib import dns_lookup, observability, statuses
-from chalicelib.services.delivery import connect, hooks, relay_report
+from chalicelib.services.delivery import connect, relay_report
 from chalicelib.services.delivery.connect import describe as _describe, text as _text
 from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
@@ -287,8 +286,6 @@ def _classify(outcome: Outcome, code: int, reply, stage: str, what: str,
     else:
         outcome.status = SOFT
         outcome.details = f"{outcome.host} deferred {what}: {code} {outcome.output}"
-    hooks.replied(hooks.Reply(domain, outcome.host or "", stage, code, outcome.output,
-                              outcome.source_address))
 
 
 def _open(host: str, port: int, outcome: Outcome, *, egress: Egress, tls_mode: str,
