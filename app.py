@@ -70,11 +70,12 @@ def prune(event):
 
 @app.schedule(Rate(1, unit=Rate.HOURS))
 def check_domains(event):
-    # Re-checks verified domains whose DNS check is older than DOMAIN_CHECK_INTERVAL_HOURS
-    # (a day by default), in batches: each run continues where the last one stopped.
-    from chalicelib.services.domains import checks as domain_checks
+    # Re-checks verified domains' DNS and the sending addresses' reverse DNS when older than
+    # DOMAIN_CHECK_INTERVAL_HOURS (a day by default), in batches: each run continues where
+    # the last one stopped.
+    from chalicelib.workers import dns_checks
 
-    return domain_checks.run_scheduled()
+    return dns_checks.run()
 
 
 @app.lambda_function(name="migrate")

@@ -53,6 +53,8 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
 
 
 _parse_log_format = _choice(LOG_FORMATS)
+IP_POOL_EGRESS_MODES = ("auto", "direct", "relay")
+_parse_ip_pool_egress = _choice(IP_POOL_EGRESS_MODES)
 _parse_metrics_backend = _choice(METRICS_BACKENDS)
 
 
@@ -76,6 +78,37 @@ def _parse_resolvers(raw: str) -> str:
         if not 0 < number < 65536:
             raise ValueError(f"port out of range in {item!r}")
         parts.append(f"[{host}]:{number}" if ":" in host else f"{host}:{number}")
+    return ",".join(parts)
+
+
+def _parse_networks(raw: str) -> str:
+    """``address-or-CIDR,...`` (a bare address is its own /32 or /128); normalized, or ValueError."""
+    from ipaddress import ip_network
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        try:
+            parts.append(str(ip_network(item, strict=False)))
+        except ValueError:
+            raise ValueError(f"expected IP addresses or CIDR ranges (10.0.0.0/16,...), got {item!r}") \
+                from None
+    return ",".join(parts)
+
+
+def _parse_address_map(raw: str) -> str:
+    """``public=local,...`` IP address pairs of one family each; normalized, or ValueError."""
+    from ipaddress import ip_address
+
+    parts = []
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        public, sep, local = item.partition("=")
+        try:
+            pair = ip_address(public.strip()), ip_address(local.strip())
+        except ValueError:
+            pair = None
+        if not sep or pair is None or pair[0].version != pair[1].version:
+            raise ValueError(f"expected public=local IP address pairs of one family, got {item!r}")
+        parts.append(f"{pair[0]}={pair[1]}")
     return ",".join(parts)
 
 
@@ -123,6 +156,59 @@ def _parse_allowed_reserved(raw: str) -> str:
                          f"{', '.join(sorted(DOCUMENTATION_DOMAINS))} (addresses at the other "
                          "reserved names never validate)")
     return ",".join(names)
+
+
+_RULE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_RULE_FIELDS = {"name", "domains", "mx", "connections", "per_minute"}
+
+
+def _parse_pacing_rules(raw: str) -> str:
+    """DELIVERY_PACING_RULES: a JSON list of {name, domains, mx, connections, per_minute}
+    (services/delivery/pacing.py reads them); checked here so a mistake stops the start, and
+    kept as normalized JSON."""
+    import json
+
+    if not raw.strip():
+        return ""
+    try:
+        rules = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(rules, list):
+        raise ValueError("expected a JSON list of rules")
+    names = set()
+    for rule in rules:
+        if not isinstance(rule, dict) or not isinstance(rule.get("name"), str) or \
+                not _RULE_NAME.match(rule["name"]):
+            raise ValueError("each rule needs a name of lower-case letters, digits, - or _ "
+                             f"(no dots: it must not look like a domain): {rule!r}")
+        if rule["name"] in names:
+            raise ValueError(f"rule {rule['name']!r} is given twice")
+        names.add(rule["name"])
+        unknown = set(rule) - _RULE_FIELDS
+        if unknown:
+            raise ValueError(f"rule {rule['name']!r}: unknown field(s) {', '.join(sorted(unknown))}")
+        for field in ("domains", "mx"):
+            value = rule.get(field, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip()
+                                                      for v in value):
+                raise ValueError(f"rule {rule['name']!r}: {field} must be a list of names")
+        for field, least in (("connections", 1), ("per_minute", 0)):
+            value = rule.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < least):
+                raise ValueError(f"rule {rule['name']!r}: {field} must be a whole number "
+                                 f"of at least {least}")
+    return json.dumps(rules, sort_keys=True)
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if value < least:
+            raise ValueError(f"expected at least {least}, got {value}")
+        return value
+    return parse
 
 
 MB = 1024 * 1024
@@ -196,12 +282,55 @@ KEYS: tuple[Key, ...] = (
          "Sent (what `make run` uses unless DELIVERY_RELAY is set)."),
     _env("TIME_SCALE", 1.0, float, "Factor applied to every scheduled delay (0.001 turns hours into seconds)."),
     _env("WEBHOOKS_ALLOW_PRIVATE_TARGETS", False, _parse_bool,
-         "Allow webhook and endpoint URLs that resolve to loopback or private addresses."),
+         "Allow webhook and endpoint URLs, and MTA-STS policy hosts, that resolve to loopback "
+         "or private addresses."),
     _env("WEBHOOKS_TIMEOUT_SECONDS", 15.0, float, "Per-attempt timeout of a webhook delivery."),
     _env("DELIVERY_MAX_ATTEMPTS", 18, int, "Delivery attempts of an outgoing message before HardFail."),
     _env("DELIVERY_RETRY_SCHEDULE", "", str,
          "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
     _env("DELIVERY_TIMEOUT_SECONDS", 60.0, float, "Socket timeout of an SMTP delivery attempt."),
+    _env("DELIVERY_PACING_CONNECTIONS", 20, _at_least(1),
+         "Connections open at once to one destination (a recipient domain) from one IP "
+         "pool, across every worker, unless a pacing rule says otherwise."),
+    _env("DELIVERY_PACING_PER_MINUTE", 0, _at_least(0),
+         "Messages a minute to one destination from one IP pool unless a pacing rule says "
+         "otherwise; 0: no limit."),
+    _env("DELIVERY_PACING_RULES", "", _parse_pacing_rules,
+         "Pacing rules as a JSON list of {name, domains, mx, connections, per_minute}: the "
+         "recipient domains (or MX host suffixes) one destination covers and its limits; a "
+         "rule named like a built-in one (google, microsoft, yahoo, apple) replaces its "
+         "fields. See docs/api.md#per-destination-pacing."),
+    _env("DELIVERY_PACING_BACKOFF_SECONDS", 60.0, float,
+         "How long every worker stays away from a destination after it answered a throttle "
+         "reply (421 or 4.7.x); doubled for each further throttle in a row."),
+    _env("DELIVERY_PACING_BACKOFF_MAX_SECONDS", 3600.0, float,
+         "The longest a destination's backoff grows to."),
+    _env("DELIVERY_MX_PORT", 25, int,
+         "TCP port MX hosts are dialled on. Only test rigs and lab set-ups change it (the "
+         "tests' receiving MX listens on a free port of loopback)."),
+    _env("IP_POOL_EGRESS", "auto", _parse_ip_pool_egress,
+         "How a server's IP pool sends: auto (bind the pool's addresses this host owns; when "
+         "it owns none, hand the mail to the pool's relay_host); direct (always bind, never "
+         "relay: the outbound relay itself); relay (always the pool's relay_host: workers "
+         "behind NAT, e.g. Lambda). A pool with no usable address defers its mail."),
+    _env("IP_POOL_BIND_ADDRESSES", "", _parse_address_map,
+         "public=local address pairs, comma-separated: on a host behind one-to-one NAT (an "
+         "EC2 instance, whose Elastic IPs map to private addresses) the local address to bind "
+         "for an IP pool address; the pool lists the public one (its reverse DNS)."),
+    _env("MTA_STS_CA_BUNDLE", "", str,
+         "PEM CA bundle MTA-STS trusts: the policy host's HTTPS certificate and, under an "
+         "enforce policy, the MX hosts' certificates; empty: the system's CAs."),
+    _env("MTA_STS_PORT", 443, int,
+         "Port of https://mta-sts.<domain>/ policy fetches. Only test rigs change it."),
+    _env("MTA_STS_CHECK_INTERVAL_SECONDS", 60.0, float,
+         "How long a worker reuses what it learned of a recipient domain's MTA-STS policy "
+         "(its _mta-sts TXT id and the cached policy) before looking again; 0: every delivery."),
+    _env("OUTBOUND_RELAY_PORT", 0, int,
+         "The gateway's outbound-relay listener (0: off): relays the service's own outgoing "
+         "mail from the IP pool addresses this host owns, for workers that own none."),
+    _env("OUTBOUND_RELAY_CLIENTS", "", _parse_networks,
+         "Networks (CIDR, comma-separated) allowed to use the outbound-relay listener, e.g. "
+         "the workers' private subnets; empty: loopback only."),
     _env("WEBHOOK_LOG_RETENTION_DAYS", 30, int, "How long webhook attempt logs are kept."),
     _env("RETENTION_INTERVAL_SECONDS", 3600.0, float,
          "How often the local stack prunes expired rows (AWS: an hourly schedule)."),
@@ -212,16 +341,31 @@ KEYS: tuple[Key, ...] = (
     _env("FBL_ADDRESSES", "", str,
          "Comma-separated addresses the gateway accepts feedback (ARF) reports at, as registered "
          "with mailbox providers' feedback loops; reports to a return-path address are always read."),
+    _env("DMARC_REPORT_ADDRESS", "", str,
+         "The mailbox DMARC aggregate reports come to: each domain's suggested DMARC record asks "
+         "for them at <local>+<domain token>@<its domain>. Empty: dmarc@<RETURN_PATH_DOMAIN>. "
+         "Its domain's MX must be this gateway."),
+    _env("DMARC_REPORT_MAX_BYTES", 20 * MB, _parse_size,
+         "Largest DMARC report accepted, uncompressed (a gzip or zip attachment that inflates "
+         "past it is refused)."),
+    _env("DMARC_KNOWN_SOURCES", "", _parse_networks,
+         "Sending addresses that are ours besides the IP pools' and the relay's (a NAT gateway, "
+         "a smarthost's outbound range): IP addresses or CIDR ranges, comma-separated. DMARC "
+         "report sources in them are shown as ours."),
+    _env("DMARC_REPORT_RETENTION_DAYS", 400, int,
+         "How long received DMARC reports are kept."),
     _env("SPF_INCLUDE", "", str, "SPF include published for tenant domains; empty: spf.<SMTP_HOSTNAME>."),
     _env("DKIM_SELECTOR", "mail", str, "Selector of tenant domains' DKIM records (<selector>._domainkey)."),
     _env("DNS_RESOLVERS", "", _parse_resolvers,
-         "Resolvers for every DNS lookup (MX, verification, domain checks, webhook and "
-         "endpoint hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
+         "Resolvers for every DNS lookup (MX and the MX hosts' A/AAAA, relay hosts, MTA-STS "
+         "records and policy hosts, verification, domain checks, webhook and endpoint "
+         "hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
-         "Verified domains whose DNS check is older than this are checked again by the "
-         "scheduled run (hourly on AWS, with the retention timer locally)."),
+         "Verified domains whose DNS check, and sending addresses whose reverse-DNS check, "
+         "is older than this are checked again by the scheduled run (hourly on AWS, with "
+         "the retention timer locally)."),
     _env("TRACKING_DOMAIN", "", str,
          "Host tenant tracking domains point their CNAME at; empty: the host of PUBLIC_URL."),
     _env("DKIM_RETIRING_DAYS", 7, int,
@@ -267,7 +411,19 @@ KEYS: tuple[Key, ...] = (
          "Powertools Tracer subsegments per invocation, sent to X-Ray (the deployed stages, "
          "with active tracing on the functions)."),
     _env("CAPTURE_DIR", "var/captured", str,
-         "Where DELIVERY_RELAY=capture writes each outgoing message as <token>.eml."),
+         "Where DELIVERY_RELAY=capture also writes each outgoing message as <token>.eml, as a "
+         "mailbox would; empty: no files (the deployed stages: Lambda has no shared disk). "
+         "Captured mail is kept in the database either way: the console's inbox and "
+         "GET /api/v2/server/captured read it from there."),
+    _env("WEBAUTHN_RP_ID", "", str,
+         "Passkeys' relying-party id: the console's host name or a registrable suffix of it "
+         "(passkeys work for that domain and its subdomains; changing it orphans every "
+         "registered passkey). Empty: the host of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
+    _env("WEBAUTHN_RP_NAME", "Email service", str,
+         "The name a browser shows for this installation when a passkey is made or used."),
+    _env("WEBAUTHN_ORIGINS", "", str,
+         "Origins (scheme://host[:port]) whose pages may register and use passkeys, "
+         "comma-separated; empty: the origin of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
     _env("PASSWORD_HASH_TIME_COST", 3, int, "argon2id iterations; hashes made otherwise are upgraded at login."),
     _env("PASSWORD_HASH_MEMORY_KIB", 65536, int, "argon2id memory in KiB (64 MiB default)."),
     _env("PASSWORD_HASH_PARALLELISM", 4, int, "argon2id lanes."),
@@ -323,12 +479,29 @@ class Settings(BaseModel):
     delivery_max_attempts: int
     delivery_retry_schedule: str
     delivery_timeout_seconds: float
+    delivery_pacing_connections: int
+    delivery_pacing_per_minute: int
+    delivery_pacing_rules: str
+    delivery_pacing_backoff_seconds: float
+    delivery_pacing_backoff_max_seconds: float
+    delivery_mx_port: int
+    ip_pool_egress: str
+    ip_pool_bind_addresses: str
+    mta_sts_ca_bundle: str
+    mta_sts_port: int
+    mta_sts_check_interval_seconds: float
+    outbound_relay_port: int
+    outbound_relay_clients: str
     suppression_expiry_days: int
     webhook_log_retention_days: int
     retention_interval_seconds: float
     smtp_hostname: str
     return_path_domain: str
     fbl_addresses: str
+    dmarc_report_address: str
+    dmarc_report_max_bytes: int
+    dmarc_known_sources: str
+    dmarc_report_retention_days: int
     spf_include: str
     dkim_selector: str
     dns_resolvers: str
@@ -355,6 +528,9 @@ class Settings(BaseModel):
     metrics_backend: str
     tracing: bool
     capture_dir: str
+    webauthn_rp_id: str
+    webauthn_rp_name: str
+    webauthn_origins: str
     password_hash_time_cost: int
     password_hash_memory_kib: int
     password_hash_parallelism: int
@@ -366,6 +542,11 @@ class Settings(BaseModel):
     @property
     def effective_return_path_domain(self) -> str:
         return self.return_path_domain or f"rp.{self.smtp_hostname}"
+
+    @property
+    def effective_dmarc_report_address(self) -> str:
+        return (self.dmarc_report_address.strip().lower()
+                or f"dmarc@{self.effective_return_path_domain.lower()}")
 
     @property
     def effective_spf_include(self) -> str:
@@ -387,6 +568,24 @@ class Settings(BaseModel):
     def effective_frontend_url(self) -> str:
         """Where links for people point: AUTH_FRONTEND_URL, else the console served here."""
         return (self.auth_frontend_url or self.effective_public_url).rstrip("/")
+
+    @property
+    def effective_webauthn_rp_id(self) -> str:
+        if self.webauthn_rp_id:
+            return self.webauthn_rp_id.strip().rstrip(".").lower()
+        from urllib.parse import urlsplit
+
+        return (urlsplit(self.effective_frontend_url).hostname or self.host).lower()
+
+    @property
+    def effective_webauthn_origins(self) -> list[str]:
+        listed = [o.strip().rstrip("/") for o in self.webauthn_origins.split(",") if o.strip()]
+        if listed:
+            return listed
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.effective_frontend_url)
+        return [f"{parts.scheme}://{parts.netloc}"]
 
     def scaled(self, seconds: float) -> float:
         """A scheduled delay after TIME_SCALE."""

@@ -1,6 +1,6 @@
 """The console's copy of the service's rules, written from the service's own tables: who may do
-what (roles, their rank, the least role of each action) and the status vocabularies of
-messages. Served as the ES module ``/assets/generated/rules.js`` (api/console.py) so the
+what (roles, their rank, the least role of each action), the status vocabularies of
+messages with what each status means, and the reasons of a suppression. Served as the ES module ``/assets/generated/rules.js`` (api/console.py) so the
 console never keeps a hand-made copy that drifts from what the API enforces.
 
 This module owns that module's content and is the only place that knows where the tables
@@ -12,6 +12,7 @@ import json
 
 from chalicelib import statuses
 from chalicelib.services.accounts import permissions
+from chalicelib.services.suppressions import entries as suppressions
 
 # Where the console asks for it, under /assets/ (console/assets/app.js imports it).
 SEGMENTS = ("generated", "rules.js")
@@ -28,9 +29,14 @@ def tables() -> dict[str, object]:
         "INCOMING_STATUSES": list(statuses.INCOMING),
         # Both scopes, once each: the status filter of GET /server/messages.
         "MESSAGE_STATUSES": list(statuses.MESSAGE),
+        # What each status means in each scope (the status filter explains them).
+        "OUTGOING_MEANINGS": dict(statuses.OUTGOING_MEANINGS),
+        "INCOMING_MEANINGS": dict(statuses.INCOMING_MEANINGS),
         "INBOUND_STATUSES": list(statuses.INBOUND),
         # Outgoing messages POST /server/messages/{id}/retry accepts.
         "RETRYABLE_STATUSES": list(statuses.RETRYABLE),
+        # A suppression's reason (POST and the filter of .../suppressions).
+        "SUPPRESSION_REASONS": list(suppressions.REASONS),
     }
 
 

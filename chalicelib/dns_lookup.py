@@ -1,5 +1,6 @@
 """DNS lookups (dnspython) for delivery (MX, A/AAAA), domain verification and checks (TXT,
-CNAME, MX), and the host lookups of webhook and endpoint URLs.
+CNAME, MX), the reverse DNS of sending addresses (PTR, then A/AAAA), and the host lookups of
+webhook and endpoint URLs.
 
 Every lookup goes to DNS_RESOLVERS when it is set ("host[:port],..."; tests point it at a DNS
 server on loopback), else to the system's resolver. ``resolver`` may still be set directly
@@ -11,6 +12,7 @@ import socket
 import dns.exception
 import dns.nameserver
 import dns.resolver
+import dns.reversename
 
 from chalicelib.config import get_settings
 
@@ -83,6 +85,30 @@ def mx_hosts(name: str, lifetime: float | None = None) -> list[str]:
         return []
     return [r.exchange.to_text(omit_final_dot=True).lower()
             for r in sorted(answer, key=lambda r: r.preference)]
+
+
+def reverse_name(address: str) -> str:
+    """The name an address's PTR record lives at: ``d.c.b.a.in-addr.arpa`` for IPv4, the
+    nibbles under ``ip6.arpa`` for IPv6 (no final dot)."""
+    return dns.reversename.from_address(address).to_text(omit_final_dot=True)
+
+
+def ptr_names(address: str, lifetime: float | None = None) -> list[str]:
+    """The PTR names of ``address`` (lower case, no final dot); [] when it has none."""
+    try:
+        answer = resolve(reverse_name(address), "PTR", lifetime)
+    except (NXDOMAIN, NoAnswer):
+        return []
+    return [r.target.to_text(omit_final_dot=True).lower() for r in answer]
+
+
+def host_addresses(name: str, rdtype: str, lifetime: float | None = None) -> list[str]:
+    """The A or AAAA addresses of ``name``; [] when it has none."""
+    try:
+        answer = resolve(name, rdtype, lifetime)
+    except (NXDOMAIN, NoAnswer):
+        return []
+    return [r.address for r in answer]
 
 
 def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):

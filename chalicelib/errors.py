@@ -45,6 +45,12 @@ class InvalidTOTPCode(ServiceError):
     code = "InvalidTOTPCode"
 
 
+class PasskeyRequired(ServiceError):
+    """Ours: the account's second factor is a passkey (and it has no TOTP)."""
+
+    code = "PasskeyRequired"
+
+
 class AccountLocked(ServiceError):
     code = "AccountLocked"
 

@@ -53,6 +53,9 @@ COUNTERS: dict[str, tuple[str, str]] = {
                  "Delivery attempts that failed temporarily (a retry follows)."),
     "failed": ("MessagesFailed", "Outgoing messages that failed for good (HardFail)."),
     "held": ("MessagesHeld", "Outgoing messages held (suppressed recipient, unknown outcome)."),
+    "paced": ("MessagesPaced",
+              "Delivery attempts put off because their destination was paced (a backoff, "
+              "its connections or its rate); no attempt is counted."),
     "bounced": ("MessagesBounced", "Hard bounces received (the message becomes Bounced)."),
     "complained": ("MessagesComplained",
                    "Spam complaints (feedback reports other than not-spam) received."),
@@ -61,6 +64,10 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "inbound_delivered": ("InboundDelivered", "Inbound messages delivered to their endpoint."),
     "inbound_failed": ("InboundFailed", "Inbound endpoint delivery attempts that failed."),
     "smtp_sessions": ("SmtpSessions", "SMTP connections accepted by the gateway."),
+    "dmarc_reports": ("DmarcReports", "DMARC aggregate reports stored (resends not counted)."),
+    "dmarc_refused": ("DmarcRefused",
+                      "DMARC report mails refused: unreadable, past a limit, or not about the "
+                      "domain of the address."),
 }
 
 # Field names that would hold a secret: never written, whatever the caller passes.

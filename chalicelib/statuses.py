@@ -20,22 +20,47 @@ RETRYABLE = (HELD, HARD_FAIL)                   # POST .../retry
 CANCELLABLE = (SCHEDULED, PENDING)              # POST .../cancel
 
 # --- incoming messages (mail received for a route) -----------------------------------------
-DELIVERED = "Delivered"
-FAILED = "Failed"
-REJECTED = "Rejected"
-INCOMING = (PENDING, HELD, DELIVERED, FAILED, REJECTED)
-
 # Handover of inbound mail to its route's endpoint (GET /server/inbound).
 QUEUED = "Queued"
 RETRYING = "Retrying"
+DELIVERED = "Delivered"
+FAILED = "Failed"
 ACCEPTED = "Accepted"      # route mode accept: kept, no endpoint
 INBOUND = (QUEUED, RETRYING, DELIVERED, FAILED, HELD, ACCEPTED, BOUNCED)
 INBOUND_DUE = (QUEUED, RETRYING)
 
 PROCESSED = "Processed"    # a stored bounce or complaint report
 
+# Every status an incoming message row takes: the handover's, and a stored report's. (It
+# used to list Pending and Rejected, which no incoming row ever has, and lacked Queued,
+# Retrying, Accepted and Processed, which the status filter then refused.)
+INCOMING = INBOUND + (PROCESSED,)
+
 # Both scopes, once each: the status filter of GET /server/messages.
 MESSAGE = tuple(dict.fromkeys(OUTGOING + INCOMING))
+
+# What each status means, by scope: docs/api.md's tables, and what the console's status
+# filter explains them with. Held and Bounced are statuses of both scopes.
+OUTGOING_MEANINGS = {
+    PENDING: "accepted, due for delivery now",
+    SCHEDULED: "accepted with a later send_at; due then",
+    SENT: "the recipient's server accepted it",
+    SOFT_FAIL: "a temporary failure; another attempt is scheduled",
+    HARD_FAIL: "rejected (5xx) or out of retries",
+    HELD: "not sent: a suppressed recipient, development mode, a send limit or an unknown outcome",
+    BOUNCED: "sent, then a bounce report came back for it",
+    CANCELLED: "cancelled before any attempt; never sent",
+}
+INCOMING_MEANINGS = {
+    QUEUED: "received, waiting to be handed to its route's endpoint",
+    RETRYING: "the endpoint failed; handing it over again later",
+    DELIVERED: "handed to its route's endpoint",
+    FAILED: "the endpoint did not take it, out of retries",
+    HELD: "kept by its route (mode hold) until released",
+    ACCEPTED: "kept by its route (mode accept); no endpoint",
+    BOUNCED: "refused by its route (mode bounce): the sender got a 550",
+    PROCESSED: "a bounce or complaint report about mail this server sent",
+}
 
 # --- delivery attempts (outgoing) ----------------------------------------------------------
 # SENT, SOFT_FAIL and HARD_FAIL as above, and:

@@ -4,7 +4,7 @@
     python smtp-gateway/server.py --check    health check: exit 0 when the gateway greets
 
 Listeners: SMTP_PORT and SMTP_SUBMISSION_PORTS (plain with STARTTLS), SMTP_TLS_PORT (implicit
-TLS) on HOST. The gateway only writes rows and wake-ups (QUEUE_BACKEND=sqs in the cloud); the
+TLS) on HOST; OUTBOUND_RELAY_PORT, the outbound relay of IP pools (off unless set). The gateway only writes rows and wake-ups (QUEUE_BACKEND=sqs in the cloud); the
 queue workers and the sweeper run elsewhere, so mail accepted here is never lost with it.
 """
 from __future__ import annotations
@@ -57,7 +57,8 @@ def main(argv: list[str]) -> int:
     gateway = Gateway(settings.host, settings.smtp_port)
     gateway.start()
     print(f"SMTP gateway on {settings.host}: STARTTLS {gateway.ports}, implicit TLS "
-          f"{gateway.tls_port or 'off'}", flush=True)
+          f"{gateway.tls_port or 'off'}, outbound relay "
+          f"{gateway.relay.port if gateway.relay else 'off'}", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

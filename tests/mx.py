@@ -9,9 +9,16 @@ script runs out every message is accepted. Entries:
 * ``"drop"``                close the connection after the data arrived, before replying
 
 ``hold_next_data()`` makes the next DATA wait, its data received, for the test to release it
-(a remote server that is slow to answer). ``connections`` counts sessions, ``rcpts_seen``
-every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data)``;
-``tls=True`` offers STARTTLS with a throwaway self-signed certificate.
+(a remote server that is slow to answer). ``throttle_after(n)`` makes it a receiver that
+rate-limits: once ``n`` messages were accepted it answers every RCPT TO with a throttle reply
+(``421 4.7.0 ...`` by default, as Gmail and Yahoo do) and closes the session, until
+``stop_throttling()``; ``throttled`` counts those replies (each one an attempt too many).
+``connections`` counts sessions, ``rcpts_seen``
+every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
+helo, tls)``: the client's address as this server saw it, the name it greeted with and
+whether the session was TLS. ``tls=True`` offers STARTTLS with a throwaway self-signed
+certificate, ``tls=<ssl.SSLContext>`` with that context's; ``host`` is the address listened
+on (another loopback address, ``::1``).
 """
 from __future__ import annotations
 
@@ -33,6 +40,9 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     data: bytes
+    peer: str = ""      # the client's address
+    helo: str = ""      # the name it greeted with (EHLO/HELO)
+    tls: bool = False   # the session had negotiated STARTTLS
 
 
 def _self_signed_context() -> ssl.SSLContext:
@@ -67,6 +77,11 @@ class _Handler:
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         self.mx._seen(address)
+        throttle = self.mx._throttle_reply()
+        if throttle is not None:
+            if throttle.startswith("421"):  # 421: the server closes the session after it
+                asyncio.get_running_loop().call_soon(server.transport.close)
+            return throttle
         entry = self.mx._peek()
         if entry is not None and entry.startswith("rcpt:"):
             self.mx._pop()
@@ -87,7 +102,9 @@ class _Handler:
             return None
         if entry.startswith("250"):
             self.mx._record(Received(envelope.mail_from, list(envelope.rcpt_tos),
-                                     envelope.original_content or envelope.content))
+                                     envelope.original_content or envelope.content,
+                                     session.peer[0], session.host_name or "",
+                                     session.ssl is not None))
             return "250 2.0.0 OK queued"
         return entry
 
@@ -98,22 +115,27 @@ class _CountingSMTP(SMTP):
         self._mx = mx
 
     def connection_made(self, transport):
-        self._mx._note("connection")
+        if self._original_transport is None:  # not the second call that STARTTLS makes
+            self._mx._note("connection")
         super().connection_made(transport)
 
 
 class ScriptedMX:
-    def __init__(self, script: list[str] | None = None, *, tls: bool = False,
-                 port: int | None = None):
+    def __init__(self, script: list[str] | None = None, *, tls: bool | ssl.SSLContext = False,
+                 port: int | None = None, host: str = "127.0.0.1"):
         self.script: list[str] = list(script or [])
         self.messages: list[Received] = []
         self.connections = 0
         self.rcpts_seen: list[str] = []
         self.drops = 0
+        self.throttled = 0
+        self._throttle: tuple[int, str] | None = None
         self._gate: tuple[threading.Event, threading.Event] | None = None
         self._lock = threading.Lock()
+        self.host = host
         self.port = port or free_port()
-        tls_context = _self_signed_context() if tls else None
+        tls_context = tls if isinstance(tls, ssl.SSLContext) else \
+            _self_signed_context() if tls else None
         handler = _Handler(self)
         mx = self
 
@@ -122,7 +144,7 @@ class ScriptedMX:
                 return _CountingSMTP(self.handler, mx, tls_context=tls_context,
                                      require_starttls=False, hostname="mx.test")
 
-        self._controller = Ctl(handler, hostname="127.0.0.1", port=self.port)
+        self._controller = Ctl(handler, hostname=host, port=self.port)
 
     def hold_next_data(self) -> tuple[threading.Event, threading.Event]:
         """(arrived, release): ``arrived`` is set when the next DATA's data is in; its reply
@@ -131,6 +153,23 @@ class ScriptedMX:
         with self._lock:
             self._gate = gate
         return gate
+
+    def throttle_after(self, accepted: int,
+                       reply: str = "421 4.7.0 Try again later, closing connection.") -> None:
+        """Answer every RCPT TO with ``reply`` once ``accepted`` messages were accepted."""
+        with self._lock:
+            self._throttle = (accepted, reply)
+
+    def stop_throttling(self) -> None:
+        with self._lock:
+            self._throttle = None
+
+    def _throttle_reply(self) -> str | None:
+        with self._lock:
+            if self._throttle is None or len(self.messages) < self._throttle[0]:
+                return None
+            self.throttled += 1
+            return self._throttle[1]
 
     def _take_gate(self):
         with self._lock:
@@ -166,7 +205,7 @@ class ScriptedMX:
 
     @property
     def relay(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def start(self) -> "ScriptedMX":
         self._controller.start()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.api.principal import ADMIN, NONE, SERVER, SESSION, Principal
+from chalicelib.api.principal import ADMIN, NONE, SERVER, SERVER_READ, SESSION, Principal
 from chalicelib.db import tenancy
 from chalicelib.services.accounts import admin_keys, sessions
 from chalicelib.services.organizations import credentials, lookup
@@ -35,7 +35,7 @@ def _user_principal(db: Session, token: str) -> Principal:
     return Principal(kind="user", user=user, session=session)
 
 
-def _user_on_server(db: Session, request, token: str) -> Principal:
+def _user_on_server(db: Session, request, token: str, reads: bool) -> Principal:
     principal = _user_principal(db, token)
     named = (request.headers.get(SERVER_HEADER) or "").strip()
     org, _, server = named.partition("/")
@@ -43,7 +43,7 @@ def _user_on_server(db: Session, request, token: str) -> Principal:
         raise errors.ValidationError("with a Bearer session, name the server in the X-Server "
                                      "header as <organization>/<server> (permalinks)",
                                      field="X-Server")
-    action = "messages.read" if request.method in ("GET", "HEAD") else "messages.manage"
+    action = "messages.read" if reads or request.method in ("GET", "HEAD") else "messages.manage"
     principal.server = lookup.server(db, principal, org, server, action)
     tenancy.act(db, tenancy.for_server(principal.server.id, principal.user.id))
     return principal
@@ -52,11 +52,11 @@ def _user_on_server(db: Session, request, token: str) -> Principal:
 def authenticate(mode: str, request, db: Session) -> Principal | None:
     if mode == NONE:
         return None
-    if mode == SERVER:
+    if mode in (SERVER, SERVER_READ):
         key = request.headers.get("x-server-api-key")
         token = bearer_token(request)
         if not key and token:
-            return _user_on_server(db, request, token)
+            return _user_on_server(db, request, token, reads=mode == SERVER_READ)
         credential = credentials.authenticate_key(db, key, "API")
         tenancy.act(db, tenancy.for_server(credential.server_id))
         throttle.take(db, credential.id)

@@ -17,6 +17,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "SSODisabled": 404,
     "RegistrationDisabled": 403,
     # Added by us (not in the spec's table):
+    "PasskeyRequired": 401,
     "ServerSuspended": 403,
     "PayloadTooLarge": 413,
     "MethodNotAllowed": 405,

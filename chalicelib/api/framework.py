@@ -31,7 +31,7 @@ from chalicelib import errors, observability
 from chalicelib.api import json_body, query
 from chalicelib.api.auth import authenticate
 from chalicelib.api.errors import status_for
-from chalicelib.api.principal import ADMIN, NONE, SERVER, SESSION, Principal  # noqa: F401  (handlers import them from here)
+from chalicelib.api.principal import ADMIN, NONE, SERVER, SERVER_READ, SESSION, Principal  # noqa: F401  (handlers import them from here)
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.services.sending import idempotency

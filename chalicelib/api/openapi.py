@@ -20,7 +20,7 @@ from chalice import Blueprint, Response
 from chalicelib import __version__
 from chalicelib.api import framework
 from chalicelib.api.errors import STATUS_BY_CODE
-from chalicelib.api.framework import ADMIN, NONE, SERVER, SESSION, Call, endpoint
+from chalicelib.api.framework import ADMIN, NONE, SERVER, SERVER_READ, SESSION, Call, endpoint
 
 bp = Blueprint(__name__)
 
@@ -40,11 +40,13 @@ SECURITY_SCHEMES = {
     "ServerSelector": {"type": "apiKey", "in": "header", "name": "X-Server",
                        "description": "With a Bearer session on the messaging surface: the "
                                       "server as <organization>/<server> (permalinks); the "
-                                      "user's role decides (reads: viewer, writes: member)."},
+                                      "user's role decides (reads, renders and mail frames: viewer; "
+                                      "writes: member)."},
 }
 _SECURITY = {
     NONE: [],
     SERVER: [{"ServerApiKey": []}, {"BearerSession": [], "ServerSelector": []}],
+    SERVER_READ: [{"ServerApiKey": []}, {"BearerSession": [], "ServerSelector": []}],
     ADMIN: [{"AdminApiKey": []}, {"BearerSession": []}],
     SESSION: [{"BearerSession": []}],
 }
@@ -170,7 +172,7 @@ def _responses(path: str, info: framework.EndpointInfo, data_refs: dict) -> dict
     codes = []
     if info.auth != NONE:
         codes += ["Unauthorized", "Forbidden"]
-    if info.auth == SERVER:
+    if info.auth in (SERVER, SERVER_READ):
         codes.append("RateLimited")
     if _PARAM.search(path):
         codes.append("NotFound")

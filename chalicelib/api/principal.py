@@ -9,6 +9,9 @@ from typing import Any
 NONE = "none"          # public
 ADMIN = "admin"        # X-Admin-API-Key, or Bearer session (role-scoped)
 SERVER = "server"      # X-Server-API-Key of an API credential
+# The same, for a POST that changes nothing of the server (a render, a mail frame): a Bearer
+# user needs only the role that reads (messages.read), as for a GET.
+SERVER_READ = "server-read"
 SESSION = "session"    # Bearer session only
 
 

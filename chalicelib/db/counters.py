@@ -12,7 +12,8 @@ Counts are applied as one upsert per flush, keys sorted so that concurrent trans
 counter rows in the same order (no deadlocks between them).
 
 Buckets are UTC: "day" for message/open/click metrics (per dimension: "" all, "s:<stream id>",
-"t:<tag>"), "hour" for delivery outcome events.
+"t:<tag>"), "hour" for delivery outcome events and for opens and clicks of the whole server
+(dim "" only: GET /stats/engagement?interval=hour).
 """
 from __future__ import annotations
 
@@ -187,10 +188,11 @@ def _count_flush(session: Session, _context) -> None:
                     f"event:{obj.event}", "")] += 1
         elif isinstance(obj, (OpenEvent, ClickEvent)):
             kind = "opens" if isinstance(obj, OpenEvent) else "clicks"
-            day = truncate(obj.created_at, "day")
+            day, hour = truncate(obj.created_at, "day"), truncate(obj.created_at, "hour")
             for metric in event_metrics(kind, obj.likely_machine, obj.first):
                 for dim in dims(obj.stream_id, obj.tag):
                     deltas[(obj.server_id, "day", day, metric, dim)] += 1
+                deltas[(obj.server_id, "hour", hour, metric, "")] += 1
     for obj in session.dirty:
         if isinstance(obj, Message):
             before = _previous_values(obj)
@@ -245,6 +247,13 @@ def rebuild(db: Session, server_id: int | None = None) -> int:
             for metric in event_metrics(kind, machine, first):
                 for dim in dims(stream_id, tag):
                     deltas[(sid, "day", as_datetime(bucket), metric, dim)] += n
+        hour = bucket_expr(dialect, model.created_at, "hour")
+        for sid, bucket, machine, first, n in db.execute(
+                select(model.server_id, hour, model.likely_machine, model.first, func.count())
+                .where(*where(model))
+                .group_by(model.server_id, hour, model.likely_machine, model.first)):
+            for metric in event_metrics(kind, machine, first):
+                deltas[(sid, "hour", as_datetime(bucket), metric, "")] += n
     hour = bucket_expr(dialect, MessageEvent.created_at, "hour")
     for sid, bucket, name, n in db.execute(
             select(MessageEvent.server_id, hour, MessageEvent.event, func.count())

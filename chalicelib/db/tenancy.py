@@ -111,6 +111,15 @@ NOT_TENANT_DATA: dict[str, str] = {
     "oidc_logins": "single sign-on state before anyone is known (the state's hash, a nonce)",
     "smtp_auth_failures": "failed SMTP AUTH counts per client IP address, before any "
                           "credential is known",
+    "passkey_ceremonies": "WebAuthn state between a passkey's options and the browser's "
+                          "answer (a challenge, the token's hash): a sign-in ceremony is made "
+                          "before anyone is known, as oidc_logins; the row's user only checks "
+                          "the answer",
+    "mta_sts_policies": "the cached MTA-STS policies of recipient domains: public data about "
+                        "other people's domains, shared by every worker",
+    "delivery_destinations": "per-destination pacing state (a receiving mail system as seen "
+                             "from an IP pool), shared by every server's mail that goes there",
+    "delivery_leases": "the connection slots workers hold on those destinations",
 }
 
 

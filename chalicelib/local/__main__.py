@@ -18,8 +18,9 @@ LOCAL_DEFAULTS = {"LOG_FORMAT": "text", "DELIVERY_RELAY": "capture"}
 def _outgoing(settings) -> str:
     relay = settings.delivery_relay.strip()
     if relay.lower() == "capture":
-        return (f"captured in {settings.capture_dir}/<token>.eml, shown as Sent, never sent "
-                "(DELIVERY_RELAY=mx or host:port to deliver)")
+        files = f" and {settings.capture_dir}/<token>.eml" if settings.capture_dir else ""
+        return (f"captured in the console's Captured mail page{files}, shown as Sent, never "
+                "sent (DELIVERY_RELAY=mx or host:port to deliver)")
     if relay and relay.lower() != "mx":
         return f"relayed through {relay} (DELIVERY_RELAY)"
     return "delivered to the recipients' MX hosts over the internet (DELIVERY_RELAY=mx)"
@@ -57,7 +58,10 @@ def main() -> int:
     stack = LocalStack(app).start()
     print(f"console      {stack.base_url}/  (open it in a browser; the first visit offers to "
           "create the instance admin)", flush=True)
-    print(f"HTTP API     {stack.base_url}/api/v2  (GET /health)", flush=True)
+    # Addresses that answer a GET as printed (there is no /api/v2/health: the spec's liveness
+    # probe is /health, outside the versioned API).
+    print(f"HTTP API     {stack.base_url}/api/v2/…  (reference: {stack.base_url}/api/v2/openapi.json"
+          f", liveness: {stack.base_url}/health)", flush=True)
     print(f"SMTP gateway {settings.host}:{stack.smtp_port}", flush=True)
     print(f"database     {_database(settings)}", flush=True)
     print("queue        in-process workers and sweeper; Ctrl-C stops everything", flush=True)

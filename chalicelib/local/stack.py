@@ -85,15 +85,13 @@ class LocalStack:
         return self
 
     def _domain_check_loop(self) -> None:
-        # The periodic DNS re-check of verified domains (AWS: an hourly schedule), in its own
-        # thread: slow DNS must not hold up the sweeper. Same cadence as retention.
-        from chalicelib.services.domains import checks as domain_checks
+        # The periodic DNS re-check of verified domains and sending addresses (AWS: an hourly
+        # schedule), in its own thread: slow DNS must not hold up the sweeper. Same cadence
+        # as retention.
+        from chalicelib.workers import dns_checks
 
         while not self._stop.wait(self.settings.retention_interval_seconds):
-            try:
-                domain_checks.run_scheduled()
-            except Exception:  # noqa: BLE001
-                log.exception("domain checks failed")
+            dns_checks.run()  # logs its own failures
 
     def _sweep_loop(self) -> None:
         # First sweep at start: wake-ups held in memory died with the previous process.

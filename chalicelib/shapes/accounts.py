@@ -1,7 +1,7 @@
 """Shapes of the accounts surface's answers (/api/v2/auth) and of people management: users,
 sessions, memberships, members and invitations."""
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
@@ -239,3 +239,40 @@ class SignInOptions(TypedDict):
     minimum_password_length: int
     first_run: bool
     smtp: SmtpSubmission
+
+
+@record
+class Passkey(TypedDict):
+    """A passkey of the signed-in user (never its key): what it is and when it was used."""
+
+    id: int
+    name: str
+    aaguid: Annotated[str | None, Field(
+        description="The authenticator model's AAGUID (all zeros when it does not say).")]
+    backed_up: Annotated[bool, Field(
+        description="Synced to the person's other devices (a multi-device passkey).")]
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+@record
+class PasskeyList(TypedDict):
+    passkeys: list[Passkey]
+
+
+@record
+class PasskeyRemoved(TypedDict):
+    passkey: Passkey
+    deleted: bool
+
+
+@record
+class PasskeyOptions(TypedDict):
+    """The options of a WebAuthn ceremony and the token its answer goes back with."""
+
+    ceremony: Annotated[str, Field(
+        description="Send it back with the browser's answer, within 10 minutes; used once.")]
+    options: Annotated[dict[str, Any], Field(
+        description="PublicKeyCredentialCreationOptions or PublicKeyCredentialRequestOptions "
+                    "as JSON (binary fields base64url): for PublicKeyCredential."
+                    "parseCreationOptionsFromJSON / parseRequestOptionsFromJSON.")]

@@ -67,8 +67,10 @@ class DnsRecord(TypedDict):
 @record
 class DnsRecords(TypedDict):
     """The records a domain's owner publishes: verification, SPF, DKIM, the return-path
-    CNAME and DMARC; the next DKIM key's record during a rotation, the tracking CNAME when a
-    tracking host is set."""
+    CNAME and DMARC (its rua is the domain's report address); the next DKIM key's record
+    during a rotation, the tracking CNAME when a tracking host is set. One record is not the
+    owner's: ``dmarc_report_authorization`` (RFC 7489 7.1), in the installation's zone, which
+    its operator publishes (once, as a wildcard, for every domain)."""
 
     verification: DnsRecord
     spf: DnsRecord
@@ -77,6 +79,7 @@ class DnsRecords(TypedDict):
     return_path: DnsRecord
     tracking: NotRequired[DnsRecord]
     dmarc: DnsRecord
+    dmarc_report_authorization: NotRequired[DnsRecord]
 
 
 @record
@@ -103,6 +106,8 @@ class DnsCheckRecord(TypedDict):
     """One looked-up record: status ok, missing, mismatch or error."""
 
     kind: str
+    address: NotRequired[Annotated[str, Field(
+        description="The IP address a sending address's check is about.")]]
     name: str
     type: str
     expected: str | None
@@ -177,6 +182,9 @@ class IPAddress(TypedDict):
     ipv6: str | None
     hostname: str
     priority: int
+    dns_check: Annotated[DnsCheckSummary | None, Field(
+        description="The last reverse-DNS check (PTR, forward confirmation, HELO match) "
+                    "of the address; null until it is first checked.")]
     created_at: datetime
 
 
@@ -188,6 +196,9 @@ class IPPool(TypedDict):
     uuid: str
     name: str
     default: bool
+    relay_host: Annotated[str | None, Field(description=(
+        "host:port of the MTA that sends this pool's mail from its addresses, used when the "
+        "delivering host owns none of them (IP_POOL_EGRESS); null: none."))]
     created_at: datetime
     ip_addresses: NotRequired[list[IPAddress] | None]
 
@@ -342,3 +353,142 @@ class AuthEvent(TypedDict):
 class AuthEvents(TypedDict):
     auth_events: list[AuthEvent]
     limit: int
+
+
+# --- DMARC aggregate reports (services/dmarc/) -------------------------------------------------
+
+@record
+class DmarcPolicy(TypedDict):
+    """The DMARC record the reporter found published (policy_published)."""
+
+    domain: str
+    adkim: str | None
+    aspf: str | None
+    p: str | None
+    sp: str | None
+    pct: str | None
+    np: str | None
+    fo: str | None
+
+
+@record
+class DmarcReport(TypedDict):
+    """One aggregate report received for the domain."""
+
+    id: int
+    reporter: Annotated[str, Field(description="The reporting organization (org_name).")]
+    reporter_email: str | None
+    extra_contact: str | None
+    report_id: Annotated[str, Field(description="The reporter's id of the report.")]
+    begin_at: datetime
+    end_at: datetime
+    policy: DmarcPolicy
+    errors: list[str]
+    attachment: Annotated[str, Field(description="xml, gzip or zip")]
+    mail_from: str | None
+    messages: int
+    passed: int
+    failed: int
+    received_at: datetime
+
+
+@record
+class DmarcDkimResult(TypedDict):
+    domain: str | None
+    selector: str | None
+    result: str | None
+    human_result: str | None
+
+
+@record
+class DmarcSpfResult(TypedDict):
+    domain: str | None
+    scope: str | None
+    result: str | None
+
+
+@record
+class DmarcAuthResults(TypedDict):
+    dkim: list[DmarcDkimResult]
+    spf: list[DmarcSpfResult]
+
+
+@record
+class DmarcReason(TypedDict):
+    type: str | None
+    comment: str | None
+
+
+@record
+class DmarcRecord(TypedDict):
+    """One row of a report: messages from one source with one set of results."""
+
+    id: int
+    report: Annotated[int, Field(description="The id of the report it came in.")]
+    reporter: str
+    begin_at: datetime
+    source_ip: str
+    ours: bool
+    known_as: Annotated[str | None, Field(
+        description="Which of our sending addresses the source is (IP pool, relay, "
+                    "DMARC_KNOWN_SOURCES); null when it is not ours.")]
+    count: int
+    disposition: Annotated[str, Field(description="none, quarantine or reject")]
+    dmarc: Annotated[str, Field(description="pass when SPF or DKIM passed aligned, else fail")]
+    spf_aligned: bool
+    dkim_aligned: bool
+    spf_result: str | None
+    spf_domain: str | None
+    dkim_result: str | None
+    dkim_domain: str | None
+    dkim_selector: str | None
+    header_from: str | None
+    envelope_from: str | None
+    envelope_to: str | None
+    reasons: list[DmarcReason]
+    auth_results: DmarcAuthResults
+
+
+@record
+class DmarcSource(TypedDict):
+    """A source address over the range: its messages, how many passed and were aligned."""
+
+    source_ip: str
+    ours: bool
+    known_as: str | None
+    messages: int
+    passed: int
+    failed: int
+    spf_aligned: int
+    dkim_aligned: int
+    reporters: list[str]
+    first_seen: datetime
+    last_seen: datetime
+
+
+@record
+class DmarcDay(TypedDict):
+    start: datetime
+    messages: int
+    passed: int
+    failed: int
+
+
+@record
+class DmarcTotals(TypedDict):
+    messages: int
+    passed: int
+    failed: int
+    reports: int
+    sources: int
+
+
+@record
+class DmarcSummary(TypedDict):
+    """Messages reported per UTC day (the day each report's period begins), and totals."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    report_address: Annotated[str, Field(description="Where this domain's reports are sent.")]
+    totals: DmarcTotals
+    buckets: list[DmarcDay]

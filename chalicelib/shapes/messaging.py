@@ -57,7 +57,15 @@ class Delivery(TypedDict):
     output: str | None
     details: str | None
     category: Annotated[str | None, Field(description="The failure's category; null when sent.")]
-    tls: bool
+    tls: Annotated[bool, Field(description="The session used STARTTLS.")]
+    tls_verified: Annotated[bool, Field(description=(
+        "The server's certificate was validated for its host name (checked when the "
+        "recipient domain's MTA-STS policy asks for it)."))]
+    mta_sts: Annotated[str | None, Field(description=(
+        "The recipient domain's MTA-STS policy mode that applied (enforce, testing, none); "
+        "null: it has none, or the mail went to a relay."))]
+    source_address: Annotated[str | None, Field(description=(
+        "The IP pool address the connection came from; null: no pool (the system's choice)."))]
     duration_ms: int | None
     timestamp: datetime
 
@@ -136,6 +144,86 @@ class Raw(TypedDict):
 
 
 @record
+class MailHeader(TypedDict):
+    name: str
+    value: str
+
+
+@record
+class Attachment(TypedDict):
+    """A part of a message other than the text and HTML shown (an inline image too)."""
+
+    index: Annotated[int, Field(description="Its number in this list: GET .../attachments/{index}.")]
+    filename: str | None
+    content_type: str
+    size: Annotated[int, Field(description="Bytes, decoded.")]
+    content_id: Annotated[str | None, Field(description="What cid: URLs in the HTML name.")]
+    inline: bool
+
+
+@record
+class MailContent(TypedDict):
+    """A message as its recipient reads it (parsed from the source as submitted)."""
+
+    headers: list[MailHeader]
+    text_body: str | None
+    html_body: Annotated[str | None, Field(
+        description="The HTML part as text; to look at it, POST /mail_frames (a sandboxed "
+                    "frame's URL).")]
+    attachments: list[Attachment]
+
+
+@record
+class MailContentAnswer(TypedDict):
+    message_id: int
+    content: MailContent
+
+
+@record
+class AttachmentContent(TypedDict):
+    index: int
+    filename: str | None
+    content_type: str
+    size: int
+    content_id: str | None
+    inline: bool
+    content_base64: str
+
+
+@record
+class AttachmentAnswer(TypedDict):
+    attachment: AttachmentContent
+
+
+@record
+class CapturedMessage(TypedDict):
+    """An entry of the server's captured-mail inbox: a message kept instead of sent."""
+
+    id: int
+    message_id: int
+    reason: Annotated[str, Field(
+        description="capture (DELIVERY_RELAY=capture) or development (the server is in "
+                    "Development mode: held, never sent).")]
+    mail_from: str | None
+    rcpt_to: str | None
+    subject: str | None
+    status: str
+    size: int
+    created_at: datetime
+
+
+@record
+class CapturedDetail(TypedDict):
+    captured: CapturedMessage
+    content: MailContent
+
+
+@record
+class CapturedCleared(TypedDict):
+    cleared: Annotated[int, Field(description="How many entries the inbox lost.")]
+
+
+@record
 class Stream(TypedDict):
     id: int
     name: str
@@ -165,6 +253,17 @@ class Template(TypedDict):
     updated_at: datetime | None
     html_body: NotRequired[str | None]
     text_body: NotRequired[str | None]
+
+
+@record
+class MailFrame(TypedDict):
+    """A mail's HTML to show in a sandboxed frame, at a short-lived URL of its own."""
+
+    kind: str
+    id: str | None
+    url: str  # absolute, at PUBLIC_URL
+    path: str  # the same, relative to the API's origin (what the console loads)
+    expires_at: datetime
 
 
 @record
@@ -302,7 +401,17 @@ class Clicks(TypedDict):
 
 
 @record
-class Counts(TypedDict):
+class Engagement(TypedDict):
+    opens: int
+    unique_opens: int
+    machine_opens: int
+    clicks: int
+    unique_clicks: int
+    machine_clicks: int
+
+
+@record
+class Counts(Engagement):
     """Counters of messages and engagement (services/stats.COUNTERS)."""
 
     messages: int
@@ -310,12 +419,6 @@ class Counts(TypedDict):
     held: int
     bounces: int
     incoming: int
-    opens: int
-    unique_opens: int
-    machine_opens: int
-    clicks: int
-    unique_clicks: int
-    machine_clicks: int
     bounce_categories: NotRequired[dict[str, int]]
     failed_attempt_categories: NotRequired[dict[str, int]]
     complaints: NotRequired[int]
@@ -366,6 +469,22 @@ class DeliveryStats(TypedDict):
 
 
 @record
+class EngagementBucket(Engagement):
+    start: datetime
+
+
+@record
+class EngagementStats(TypedDict):
+    """GET /stats/engagement: opens and clicks per hour or day."""
+
+    from_: Annotated[datetime, Field(alias="from")]
+    to: datetime
+    interval: str
+    totals: Engagement
+    buckets: list[EngagementBucket]
+
+
+@record
 class CredentialRef(TypedDict):
     id: int
     name: str
@@ -401,6 +520,11 @@ class StatsAnswer(TypedDict):
 @record
 class DeliveryStatsAnswer(TypedDict):
     stats: DeliveryStats
+
+
+@record
+class EngagementStatsAnswer(TypedDict):
+    stats: EngagementStats
 
 
 @record

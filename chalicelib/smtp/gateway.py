@@ -5,6 +5,7 @@ One asyncio loop in a thread serves every listener:
 * SMTP_TLS_PORT: implicit TLS (465). aiosmtpd only knows about TLS it negotiated itself
   (STARTTLS), so on this listener it is told not to require TLS for AUTH: the whole
   connection already is TLS.
+* OUTBOUND_RELAY_PORT: the outbound relay for IP pools (``relay.py``; its own loop thread).
 AUTH is offered only after TLS unless SMTP_AUTH_REQUIRE_TLS is false. aiosmtpd 1.4.6 reads
 DATA by CRLF lines only (no bare-LF/CR end of data: CVE-2024-27305) and drops anything
 pipelined before the STARTTLS handshake (CVE-2024-34083).
@@ -86,6 +87,7 @@ class Gateway:
             tls_port = self.settings.smtp_tls_port or None
         self.tls_port = tls_port
         self.ports: list[int] = []
+        self.relay = None  # relay.OutboundRelay when OUTBOUND_RELAY_PORT is set
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="smtp-db")
         limiter = AuthFailureLimiter(self.settings.smtp_auth_max_failures,
                                      self.settings.smtp_auth_failure_window_seconds,
@@ -152,8 +154,14 @@ class Gateway:
             raise self._error
         log.info("SMTP gateway listening on %s STARTTLS %s implicit TLS %s", self.host,
                  self.ports, self.tls_port)
+        if self.settings.outbound_relay_port:
+            from chalicelib.smtp.relay import OutboundRelay
+
+            self.relay = OutboundRelay(self.host, self.settings.outbound_relay_port).start()
 
     def stop(self) -> None:
+        if self.relay is not None:
+            self.relay.stop()
         if self._loop is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:

@@ -8,7 +8,8 @@
   decides which recipients are accepted (services/inbound/classify.py) and this handler only
   turns its refusals into replies: the gateway is never an open relay.
 * DATA: submissions go through the same submission service as the HTTP API; other mail goes
-  to the inbound service (routes, bounces, complaints, unsubscribes).
+  to the inbound service (routes, bounces, complaints, unsubscribes) or, at a domain's
+  DMARC report address, to services/dmarc/.
 Database work runs in a thread pool, never on the event loop.
 """
 from __future__ import annotations
@@ -43,9 +44,11 @@ UNKNOWN_RETURN_PATH = "550 5.1.1 Mailbox unavailable: no message with this retur
 REJECTED = "550 5.7.1 Delivery refused by the recipient's route"
 BOUNCED = "550 5.1.1 Recipient refused by the route (mode bounce)"
 UNKNOWN_UNSUBSCRIBE = "550 5.1.1 Mailbox unavailable: no message with this unsubscribe address"
+UNKNOWN_DMARC = "550 5.1.1 Mailbox unavailable: no domain with this DMARC report address"
 REPLIES = {Refusal.NO_RELAY: NO_RELAY, Refusal.UNKNOWN_MAILBOX: UNKNOWN_MAILBOX,
            Refusal.UNKNOWN_RETURN_PATH: UNKNOWN_RETURN_PATH, Refusal.REJECTED: REJECTED,
-           Refusal.UNKNOWN_UNSUBSCRIBE: UNKNOWN_UNSUBSCRIBE}
+           Refusal.UNKNOWN_UNSUBSCRIBE: UNKNOWN_UNSUBSCRIBE,
+           Refusal.UNKNOWN_DMARC: UNKNOWN_DMARC}
 # Refusals about who the message claims to be from: 550 5.7.1 (not authorized), not 554.
 ORIGINATOR_FIELDS = ("from", "sender", "resent-from", "resent-sender")
 
@@ -180,6 +183,8 @@ class GatewayHandler:
                 received = self._received_header(server, session)
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
                                           dict(envelope.targets), received + raw)
+                if isinstance(unit, DmarcUnit):  # unpack and parse in the pool, as above
+                    await self._run(unit.prepare)
             return await asyncio.wrap_future(self.committer.submit(unit))
         except errors.ServiceError as exc:
             return self._refusal(exc)
@@ -220,6 +225,9 @@ class GatewayHandler:
         matches = classify.route_matches(rcpt_tos, targets)
         if matches and len(matches) == len(rcpt_tos):
             return InboundUnit(inbound.Received(mail_from, matches, raw))
+        reports = [targets.get(r) for r in rcpt_tos]
+        if all(isinstance(t, classify.DmarcReport) for t in reports):
+            return DmarcUnit(mail_from, sorted(set(int(t) for t in reports)), raw)
         raw = mime.normalize_line_endings(raw)
 
         def unit(db) -> str:
@@ -284,3 +292,41 @@ class InboundUnit(GroupUnit):
         inbound.receive_many(db, [u.mail for u in units])
         return [BOUNCED if all(m.mode == "bounce" for m in u.mail.matches) else "250 2.0.0 OK"
                 for u in units]
+
+
+class DmarcUnit(GroupUnit):
+    """A DMARC aggregate report mailed to report addresses only: read (unpacked, parsed,
+    within its limits) before the transaction, so a refusal (554) refuses this mail alone
+    and a large report never holds up the batch; stored in it."""
+
+    group = "dmarc"
+
+    def __init__(self, mail_from: str, domain_ids: list[int], raw: bytes):
+        self.mail_from = mail_from
+        self.domain_ids = domain_ids
+        self.raw = raw
+        self.report: dict | None = None
+
+    def prepare(self) -> None:
+        from chalicelib.services.dmarc import intake
+
+        if self.report is None:
+            self.report = intake.read(self.raw, mail_from=self.mail_from)
+            self.raw = b""
+
+    @classmethod
+    def run_group(cls, db, units: list["DmarcUnit"]) -> list[object]:
+        from chalicelib.services.dmarc import intake
+
+        results: list[object] = []
+        for unit in units:
+            try:  # every address checked before anything is written
+                for domain_id in unit.domain_ids:
+                    intake.accepting_domain(db, domain_id, unit.report, mail_from=unit.mail_from)
+            except errors.ValidationError as exc:
+                results.append(exc)
+                continue
+            for domain_id in unit.domain_ids:
+                intake.store(db, domain_id, unit.report, mail_from=unit.mail_from)
+            results.append("250 2.0.0 OK")
+        return results

@@ -1,5 +1,7 @@
 """Failed SMTP AUTH attempts per client address: each failure slows the next answer, and
-after SMTP_AUTH_MAX_FAILURES in the window AUTH from that address is refused outright.
+after SMTP_AUTH_MAX_FAILURES in the window AUTH from that address is refused outright, before
+its key is looked up; a success clears the address's count. ``auth.authenticate`` does the
+refusal and the clearing in the AUTH's own transaction (``failures``, ``clear``).
 
 Counted in the database (``smtp_auth_failures``), not in a process: the network load balancer
 spreads one guesser's connections over every gateway task, and a restart must not hand out a
@@ -36,10 +38,6 @@ class AuthFailureLimiter:
             SmtpAuthFailure.address == address,
             SmtpAuthFailure.window_started_at >= self._window_start())) or 0
 
-    def blocked(self, address: str) -> bool:
-        with session_scope() as db:
-            return self.failures(db, address) >= self.max_failures
-
     def record_failure(self, address: str) -> float:
         """Count a failure (one atomic upsert: concurrent failures from several tasks all
         count); returns how long to wait before answering it."""
@@ -56,10 +54,8 @@ class AuthFailureLimiter:
                 .returning(table.c.failures))
         return min(self.delay * failures, MAX_DELAY_SECONDS)
 
-    def record_success(self, address: str) -> None:
-        with session_scope() as db:
-            self.clear(db, address)
-
     @staticmethod
     def clear(db: Session, address: str) -> None:
+        """A successful AUTH forgets the address's failures (as Dovecot resets its per-IP
+        penalty): a client that mistyped once is not left one failure from the limit."""
         db.execute(delete(SmtpAuthFailure).where(SmtpAuthFailure.address == address))

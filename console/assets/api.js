@@ -46,6 +46,7 @@ function query(params) {
  * call('GET', '/admin/organizations', {params}) -> data
  * server: 'org/server' to call the messaging surface (/api/v2/server...) as this user.
  * auth: false for the public account endpoints; adminKey: the operator's key (first run).
+ * file: true for an answer outside the envelope (a CSV export): resolves to a Blob.
  */
 export async function call(method, path, opts = {}) {
   const headers = { Accept: 'application/json' };
@@ -58,6 +59,7 @@ export async function call(method, path, opts = {}) {
     url = `/api/v2/server${path}`;
   }
   url += query(opts.params);
+  if (opts.file) headers.Accept = '*/*';
   const init = { method, headers };
   if (opts.body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -69,6 +71,7 @@ export async function call(method, path, opts = {}) {
   } catch (err) {
     throw new ApiError(0, 'NetworkError', 'The service could not be reached. Check your connection and try again.');
   }
+  if (opts.file && response.ok) return response.blob();
   let payload = null;
   try { payload = await response.json(); } catch { payload = null; }
   if (payload && payload.status === 'success') return payload.data;

@@ -48,19 +48,21 @@ function match(pathname) {
 }
 
 let me = null;
-// Organization permalink -> its time_zone (the record's; fetched once per session).
-const zones = new Map();
+// Organization permalink -> {name, time_zone} of its record (fetched once per session, again
+// after a change: ctx.forgetZone).
+const orgRecords = new Map();
 
-async function orgZone(org) {
-  if (!zones.has(org)) {
+async function orgInfo(org) {
+  if (!orgRecords.has(org)) {
     try {
-      zones.set(org, (await get(`/admin/organizations/${encodeURIComponent(org)}`)).organization.time_zone);
+      const { name, time_zone: zone } = (await get(`/admin/organizations/${encodeURIComponent(org)}`)).organization;
+      orgRecords.set(org, { name, zone });
     } catch (err) {
       if (err instanceof ApiError && err.code === 'Unauthorized') throw err;
       return null; // the page's own request reports what is wrong
     }
   }
-  return zones.get(org);
+  return orgRecords.get(org);
 }
 
 async function loadMe(force = false) {
@@ -119,9 +121,21 @@ export function signedIn(data, next) {
   go(target, { replace: true });
 }
 
-function shell(route, params) {
+// On a narrow screen (app.css, below 700 px) the section navigation hides behind this button.
+function menuButton(side) {
+  const button = h('button', { type: 'button', class: 'menu', 'aria-controls': 'side', 'aria-expanded': 'false' }, 'Menu');
+  button.addEventListener('click', () => {
+    const open = document.body.classList.toggle('nav-open');
+    button.setAttribute('aria-expanded', String(open));
+    if (open) side.querySelector('a')?.focus();
+  });
+  return button;
+}
+
+function shell(route, params, org) {
   const top = clear(document.getElementById('top'));
   const side = clear(document.getElementById('side'));
+  document.body.classList.remove('nav-open'); // every page opens with the menu closed
   top.append(h('a', { class: 'brand', href: me ? '/' : '/sign-in' }, 'Email service'));
   if (me) {
     const name = [me.user.first_name, me.user.last_name].filter(Boolean).join(' ') || me.user.email_address;
@@ -132,16 +146,17 @@ function shell(route, params) {
   }
   const links = [];
   if (route.server) {
-    links.push(...serverNav(params.org, params.server, (a) => can(a, params.org)));
+    links.push(...serverNav(params.org, org ? org.name : params.org, params.server, (a) => can(a, params.org)));
   } else if (route.admin) {
     links.push(['/admin/users', 'Users'], ['/admin/ip-pools', 'IP pools'], ['/admin/api-keys', 'Admin API keys'], ['/admin/audit', 'Audit trail']);
   } else if (me && !route.public) {
     links.push(['/', 'Organizations']);
-    if (params.org) links.push([`/orgs/${encodeURIComponent(params.org)}`, params.org]);
+    if (params.org) links.push([`/orgs/${encodeURIComponent(params.org)}`, org ? org.name : params.org]);
     links.push(['/account', 'Your account']);
   }
   side.hidden = links.length === 0;
   if (links.length) {
+    top.querySelector('.brand').after(menuButton(side));
     const current = location.pathname;
     side.append(h('ul', {}, links.map(([href, label]) => h('li', {},
       h('a', { href, 'aria-current': current === href || (href.split('/').length > 5 && current.startsWith(`${href}/`)) ? 'page' : null }, label)))));
@@ -171,16 +186,16 @@ async function render() {
       try { await loadMe(); } catch { /* a stale token: the public page works without it */ }
     }
     if (route.admin && !me.user.admin) throw new ApiError(404, 'NotFound', 'This page is for instance administrators.');
-    const zone = !route.public && params.org ? await orgZone(params.org) : null;
+    const org = !route.public && params.org ? await orgInfo(params.org) : null;
     const page = await route.load();
     if (ticket !== renderCount) return;
-    setTimeZone(zone);
-    shell(route, params);
+    setTimeZone(org && org.zone);
+    shell(route, params, org);
     const ctx = {
       params, query: url.searchParams, me, go, can: (action) => can(action, params.org),
       role: roleIn(params.org), server: params.server ? `${params.org}/${params.server}` : null,
       refreshMe: () => loadMe(true), signedIn, render,
-      forgetZone: () => zones.delete(params.org), // after the organization's time_zone changed
+      forgetZone: () => orgRecords.delete(params.org), // after the organization's name or time_zone changed
     };
     document.title = `${route.title} · Email service`;
     const node = await page(ctx);
@@ -192,7 +207,7 @@ async function render() {
   } catch (err) {
     if (ticket !== renderCount) return;
     if (err instanceof ApiError && err.code === 'Unauthorized') return; // on its way to sign-in
-    shell(route, params);
+    shell(route, params, orgRecords.get(params.org));
     const title = err instanceof ApiError && err.status === 404 ? 'Not found' : 'Something went wrong';
     clear(main).append(h('h1', {}, title), notice(err.message || String(err), 'error'));
   }

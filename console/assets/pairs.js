@@ -61,6 +61,7 @@ export function pairsEditor({ name, label, pairs = {}, masked = null, max = 20,
 
   return {
     el,
+    label,
     focus() { (rows[0] ? rows[0].nameInput : add).focus(); },
     /** The pairs as an object; throws an ApiError naming this field when a row is incomplete. */
     value() {

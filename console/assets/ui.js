@@ -53,13 +53,58 @@ export function zoned(options = {}) { return zone ? { ...options, timeZone: zone
 
 const WHEN = { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' };
 
+/** A date as every page writes it: `Nov 23, 2026, 06:37:05 PM GMT+5:30`, in the
+ * organization's zone on its pages and the browser's elsewhere, the zone always named. */
 export function when(value) {
   if (!value) return '—';
   const d = new Date(value);
   if (Number.isNaN(d.getTime())) return String(value);
-  if (!zone) return d.toLocaleString();
-  // The zone is named on every date (GMT+5:30, CET …): it is not the reader's own.
-  return new Intl.DateTimeFormat(undefined, { ...WHEN, timeZone: zone, timeZoneName: 'short' }).format(d);
+  return new Intl.DateTimeFormat(undefined, zoned({ ...WHEN, timeZoneName: 'short' })).format(d);
+}
+
+// What the API's validation says, as a form says it. API messages name the field as the
+// request spells it and use the validator's words ("name: String should have at least 1
+// character"); beside a field its label says which, in words a person uses.
+const PHRASES = [
+  [/^(?:String should have at least 1 character|Field required|.* is required)$/i, (label) => `${label} is required.`],
+  [/^String should have at least (\d+) characters?$/i, (label, n) => `${label} needs at least ${n} characters.`],
+  [/^String should have at most (\d+) characters?$/i, (label, n) => `${label} can be at most ${n} characters.`],
+  [/^Input should be a valid integer.*$/i, (label) => `${label} must be a whole number.`],
+  [/^Input should be greater than or equal to (\S+)$/i, (label, n) => `${label} must be at least ${n}.`],
+  [/^Input should be less than or equal to (\S+)$/i, (label, n) => `${label} must be at most ${n}.`],
+  [/^Input should be a valid (?:URL|url).*$/i, (label) => `${label} must be a full address such as https://example.com/path.`],
+  [/^Input should be a valid (\w+).*$/i, (label, kind) => `${label} must be a ${kind}.`],
+];
+
+/** err's message in plain words; ``label``: the form's name for the field it is about. */
+export function plainMessage(err, label) {
+  let text = String((err && err.message) || err || '').trim();
+  const field = err && err.field ? String(err.field).replace(/^body\./, '') : null;
+  // "name: …", "body.name: …" or "parts.html_body: …": the field is named by the label.
+  if (field && text.toLowerCase().startsWith(`${field.toLowerCase()}: `)) text = text.slice(field.length + 2);
+  else if (field && text.toLowerCase().startsWith(`body.${field.toLowerCase()}: `)) text = text.slice(field.length + 7);
+  const name = label || (field ? humanize(field) : null);
+  if (name) {
+    for (const [pattern, say] of PHRASES) {
+      const m = pattern.exec(text);
+      if (m) return say(name, ...m.slice(1));
+    }
+  }
+  if (text && !/[.!?)]$/.test(text)) text += '.';
+  // A field no input of the form shows (or none at all): say which.
+  if (!label && name) return `${name}: ${text}`;
+  // "must be at least 12 characters long" reads as a sentence with its subject: the label.
+  if (label && /^(must|is|are|should|needs?|can|cannot|may)\b/.test(text)) return `${label} ${text}`;
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+const ACRONYMS = new Set(['ip', 'url', 'smtp', 'api', 'dns', 'totp', 'html', 'id']);
+
+function humanize(field) {
+  const words = field.split(/[._[\]]+/).filter(Boolean)
+    .map((w) => (ACRONYMS.has(w.toLowerCase()) ? w.toUpperCase() : w.toLowerCase()));
+  const text = words.join(' ');
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 export function notice(text, kind = 'info') {
@@ -81,10 +126,15 @@ export function dl(pairs) {
   return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '—')]));
 }
 
+// Inputs whose value is a name, an address or a number: surrounding spaces are never meant.
+const TRIMMED = new Set(['text', 'email', 'url', 'search', 'number', 'tel']);
+
 /**
  * A form whose fields each have a label and an error line. fields: [{name, label, type,
- * required, value, options:[[value,label]], help, autocomplete, rows}]. onSubmit(values)
- * may throw an ApiError: its message shows next to the field it names (or on top).
+ * required, value, options:[[value,label]], help, autocomplete, rows}]. Text values are
+ * trimmed; a required field left empty (or only spaces) is refused here, by its label.
+ * onSubmit(values) may throw an ApiError: its message shows next to the field it names (or
+ * on top), in plain words (plainMessage).
  */
 export function form({ fields, submit = 'Save', onSubmit, className = '', secondary }) {
   const errors = {};
@@ -131,15 +181,16 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
       inputs[name].removeAttribute('aria-invalid');
     }
   };
+  const labels = Object.fromEntries(fields.map((f) => [f.name, f.label || (f.control && f.control.label)]));
   el.showError = (err) => {
     const field = err && err.field ? String(err.field).replace(/^body\./, '').split(/[.[]/)[0] : null;
     if (field && errors[field]) {
-      errors[field].textContent = err.message;
+      errors[field].textContent = plainMessage(err, labels[field]);
       errors[field].hidden = false;
       inputs[field].setAttribute('aria-invalid', 'true');
       if (!inputs[field].contains(document.activeElement)) inputs[field].focus();
     } else {
-      general.textContent = (err && err.message) || String(err);
+      general.textContent = plainMessage(err);
       general.hidden = false;
     }
   };
@@ -153,7 +204,12 @@ export function form({ fields, submit = 'Save', onSubmit, className = '', second
       for (const f of fields) {
         const input = inputs[f.name];
         if (f.type === 'custom') values[f.name] = f.control.value();
-        else values[f.name] = f.type === 'checkbox' ? input.checked : input.value;
+        else if (f.type === 'checkbox') values[f.name] = input.checked;
+        else values[f.name] = TRIMMED.has(f.type || 'text') ? input.value.trim() : input.value;
+        const shown = input.closest('.field');
+        if (f.required && values[f.name] === '' && !(shown && shown.hidden)) {
+          throw Object.assign(new Error(`${f.label} is required.`), { field: f.name });
+        }
       }
       await onSubmit(values, el);
     } catch (err) {
@@ -173,19 +229,20 @@ export function actionButton(label, action, { kind = '', confirm: question } = {
     if (question && !window.confirm(question)) return;
     out.textContent = '';
     button.disabled = true;
-    try { await action(button); } catch (err) { out.textContent = err.message || String(err); }
+    try { await action(button); } catch (err) { out.textContent = plainMessage(err); }
     finally { button.disabled = false; }
   });
   return h('span', { class: 'action' }, button, out);
 }
 
-/** columns: [{label, render: row => node|text, class}] */
-export function table(columns, rows, { caption, empty = 'Nothing here yet.' } = {}) {
+/** columns: [{label, render: row => node|text, class}]; rowClass(row): a class for its <tr> */
+export function table(columns, rows, { caption, empty = 'Nothing here yet.', rowClass } = {}) {
   if (!rows || !rows.length) return h('p', { class: 'empty' }, empty);
   return h('div', { class: 'table-wrap' }, h('table', {},
     caption ? h('caption', { class: 'sr-only' }, caption) : null,
     h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: c.class }, c.label)))),
-    h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((c) => h('td', { class: c.class }, c.render(row))))))));
+    h('tbody', {}, rows.map((row) => h('tr', { class: rowClass ? rowClass(row) : null },
+      columns.map((c) => h('td', { class: c.class }, c.render(row))))))));
 }
 
 /** Server-side paging: pagination = {page, total_pages, total}; go(page). */
@@ -237,13 +294,15 @@ function s(tag, attrs = {}, ...children) {
 }
 
 /**
- * A stacked bar chart. buckets: [{start, ...counts}], series: [{key, label, class}].
+ * A stacked bar chart (grouped: the series side by side, for counts that do not add up,
+ * such as opens and clicks). buckets: [{start, ...counts}], series: [{key, label, class}].
  * Drawn as SVG with a text summary for screen readers.
  */
-export function barChart(buckets, series, { title, height = 180, labelEvery } = {}) {
+export function barChart(buckets, series, { title, height = 180, labelEvery, grouped = false } = {}) {
   const width = 720;
   const pad = { l: 36, r: 8, t: 10, b: 28 };
-  const totals = buckets.map((b) => series.reduce((n, x) => n + (b[x.key] || 0), 0));
+  const totals = buckets.map((b) => (grouped ? Math.max(0, ...series.map((x) => b[x.key] || 0))
+    : series.reduce((n, x) => n + (b[x.key] || 0), 0)));
   // An axis top whose half is a whole number: counts are integers.
   const peak = Math.max(0, ...totals);
   const max = peak <= 2 ? 2 : Math.ceil(peak / 4) * 4;
@@ -265,14 +324,15 @@ export function barChart(buckets, series, { title, height = 180, labelEvery } = 
   buckets.forEach((b, i) => {
     const x = pad.l + i * step + (step - barW) / 2;
     let y = pad.t + innerH;
-    for (const x2 of series) {
+    series.forEach((x2, k) => {
       const n = b[x2.key] || 0;
-      if (!n) continue;
+      if (!n) return;
       const hgt = (n / max) * innerH;
-      y -= hgt;
-      svg.append(s('rect', { x, y, width: barW, height: hgt, class: `bar ${x2.class || x2.key}` },
+      y = grouped ? pad.t + innerH - hgt : y - hgt;
+      const w = grouped ? barW / series.length : barW;
+      svg.append(s('rect', { x: grouped ? x + k * w : x, y, width: w, height: hgt, class: `bar ${x2.class || x2.key}` },
         s('title', {}, `${days ? `${new Date(b.start).toLocaleDateString(undefined, { dateStyle: 'medium', timeZone: 'UTC' })} (UTC)` : when(b.start)}: ${n} ${x2.label}`)));
-    }
+    });
     if (i % every === 0) {
       const d = new Date(b.start);
       let text;

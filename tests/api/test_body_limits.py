@@ -45,16 +45,18 @@ def credentials(stack):
     from tests.support import make_tenant
 
     api = Api(stack.base_url, TEST_ADMIN_KEY)
+    server = {"X-Server-API-Key": make_tenant(api).api_key}
     return {framework.ADMIN: {"X-Admin-API-Key": TEST_ADMIN_KEY},
-            framework.SERVER: {"X-Server-API-Key": make_tenant(api).api_key},
+            framework.SERVER: server, framework.SERVER_READ: server,
             framework.SESSION: {"Authorization": f"Bearer {make_user(api).token}"},
             framework.NONE: {}}
 
 
 def test_the_route_table_has_body_taking_endpoints_of_every_kind():
     auths = {info.auth for _, info in _body_routes()}
-    assert len(_body_routes()) > 40 and auths == {framework.ADMIN, framework.SERVER,
-                                                  framework.SESSION, framework.NONE}
+    assert len(_body_routes()) > 40 and auths == {
+        framework.ADMIN, framework.SERVER, framework.SERVER_READ, framework.SESSION,
+        framework.NONE}
 
 
 @pytest.mark.parametrize("path,info", _body_routes(),

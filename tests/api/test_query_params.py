@@ -23,7 +23,8 @@ def test_documented_from_the_declaration():
     listed = {p["name"]: p for p in document["paths"]["/api/v2/server/messages"]["get"]
               ["parameters"]}
     assert set(listed) == {"page", "per_page", "scope", "status", "tag", "stream", "query",
-                           "bounce_category"}
+                           "bounce_category", "from", "to"}
+    assert listed["from"]["schema"]["format"] == "date-time"
     assert listed["per_page"]["schema"] == {"type": "integer", "minimum": 1,
                                             "maximum": query.MAX_PER_PAGE}
     assert "Pending" in listed["status"]["schema"]["enum"]

@@ -42,12 +42,16 @@ def browser():
 class Console:
     """One browser context (its own sessionStorage) on the console, collecting JS errors."""
 
-    def __init__(self, browser, base_url: str):
+    def __init__(self, browser, base_url: str, **context_options):
+        """``context_options``: Playwright's new_context() options (default: a 1366x768
+        desktop window)."""
         self.base_url = base_url
-        self.context = browser.new_context(viewport={"width": 1366, "height": 768})
+        self.context = browser.new_context(**(context_options or {
+            "viewport": {"width": 1366, "height": 768}}))
         self.context.set_default_timeout(15000)
         self.page = self.context.new_page()
         self.errors: list[str] = []
+        self.blocked_scripts: list[str] = []
         self.page.on("pageerror", self._page_error)
         self.page.on("console", self._console_message)
 
@@ -62,6 +66,10 @@ class Console:
         if "Failed to load resource" in msg.text and "/api/v2/" in url and \
                 "status of 4" in msg.text:
             return
+        if "/mail-frames/" in url and msg.text.startswith("Blocked script execution"):
+            # A mail's script refused by its sandboxed frame (mailframe.js): what should happen.
+            self.blocked_scripts.append(url)
+            return
         self.errors.append(f"console: {msg.text} at {url}")
 
     def _ours(self, url: str) -> bool:
@@ -75,10 +83,12 @@ class Console:
         self.page.goto(self.base_url + path)
         return self.page
 
-    def shot(self, name: str) -> str:
+    def shot(self, name: str, full_page: bool = True) -> str:
+        """``full_page``: the whole page, except what sandboxed frames show (Chromium leaves
+        them blank in a full-page capture); False: the viewport as it is, frames included."""
         os.makedirs(SCREENSHOTS, exist_ok=True)
         path = os.path.join(SCREENSHOTS, f"{name}.png")
-        self.page.screenshot(path=path, full_page=True)
+        self.page.screenshot(path=path, full_page=full_page)
         return path
 
     def sign_in(self, email: str, password: str = PASSWORD, next_heading: str | None = None):

@@ -69,7 +69,7 @@ def test_webhook_custom_headers_are_added_kept_replaced_and_removed(console, api
         path = tenant.server_path + f"/webhooks/{hook_id}"
         assert Api.data(api.get(path))["webhook"]["headers"] == {"X-Shared-Secret": MASK}
         page.get_by_role("button", name="Send test").click()
-        page.locator(".notice.success", has_text="Delivered: HTTP 200").wait_for()
+        page.locator(".notice.success", has_text="Delivered: the endpoint answered HTTP 200").wait_for()
         assert rx.wait_for(1)[0].headers["x-shared-secret"] == "s3cret-value"
 
         # Editing: the stored value is never shown; an empty box keeps it, a new row adds.
@@ -82,7 +82,7 @@ def test_webhook_custom_headers_are_added_kept_replaced_and_removed(console, api
         page.locator("dd", has_text="X-Shared-Secret, X-Tenant").wait_for()
         console.shot("gaps-webhook-headers")
         page.get_by_role("button", name="Send test").click()
-        page.locator(".notice.success", has_text="Delivered: HTTP 200").wait_for()
+        page.locator(".notice.success", has_text="Delivered: the endpoint answered HTTP 200").wait_for()
         second = rx.wait_for(2)[1].headers
         assert second["x-shared-secret"] == "s3cret-value" and second["x-tenant"] == "acme"
 
@@ -97,7 +97,7 @@ def test_webhook_custom_headers_are_added_kept_replaced_and_removed(console, api
         page.get_by_role("button", name="Save changes").click()
         page.locator("dd", has_text=re.compile(r"^X-Shared-Secret$")).wait_for()
         page.get_by_role("button", name="Send test").click()
-        page.locator(".notice.success", has_text="Delivered: HTTP 200").wait_for()
+        page.locator(".notice.success", has_text="Delivered: the endpoint answered HTTP 200").wait_for()
         third = rx.wait_for(3)[2].headers
         assert third["x-shared-secret"] == "rotated" and "x-tenant" not in third
 
@@ -244,7 +244,7 @@ def test_server_pages_show_dates_in_the_organizations_time_zone(console, api, st
     assert all(t.endswith((":30", ":30 AM", ":30 PM")) for t in labels.all_text_contents()), \
         labels.all_text_contents()
     page = console.open(server_page + "?range=7d")
-    page.get_by_text("One bar per UTC day.").wait_for()
+    page.get_by_text("One bar per UTC day.").first.wait_for()  # deliveries, opens and clicks
     console.shot("gaps-overview-zoned-7d")
     # An account-level page keeps the browser's zone and says nothing about one.
     page = console.open("/account")

@@ -34,6 +34,19 @@ def test_downgrade_to_empty_and_upgrade_again(tmp_path):
     engine.dispose()
 
 
+def _one_server(conn) -> None:
+    """An organization with one server, as the early schema (0003 on) holds them."""
+    from sqlalchemy import text
+
+    conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
+                      "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
+                      "'2026-01-01', '2026-01-01')"))
+    conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
+                      "track_opens, track_clicks, message_retention_days, created_at, "
+                      "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
+                      "'2026-01-01', '2026-01-01' FROM organizations"))
+
+
 def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
     """0007 keeps every existing suppression (for every stream), its free-text reason as
     details, and derives the reason code from what added it."""
@@ -43,13 +56,7 @@ def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
     migrate.upgrade(url, "0003")
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
-                          "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', "
-                          "'2026-01-01', '2026-01-01')"))
-        conn.execute(text("INSERT INTO servers (uuid, organization_id, name, permalink, mode, "
-                          "track_opens, track_clicks, message_retention_days, created_at, "
-                          "updated_at) SELECT 's', id, 'S', 's', 'Live', 1, 1, 60, "
-                          "'2026-01-01', '2026-01-01' FROM organizations"))
+        _one_server(conn)
         for address, source in (("a@x.example", "hard_fail"), ("b@x.example", "bounce"),
                                 ("c@x.example", "complaint"), ("d@x.example", "manual"),
                                 ("e@x.example", "api")):
@@ -116,3 +123,57 @@ def test_row_level_security_goes_down_and_up_and_bridges_a_database_in_use():
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def test_hourly_engagement_counters_are_built_from_the_kept_events(tmp_path):
+    """0012 counts the opens and clicks already stored per UTC hour, as the listener counts
+    new ones, so GET /stats/engagement?interval=hour shows the time before the upgrade."""
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path}/engagement.db"
+    migrate.upgrade(url, "0007")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        _one_server(conn)
+        for at, machine, first in (("2026-01-02 10:05:00.000000", 0, 1),
+                                   ("2026-01-02 10:59:59.000000", 1, 0),
+                                   ("2026-01-02 11:00:00.000000", 0, 0)):
+            # message 1 need not exist: this engine does not enforce foreign keys
+            conn.execute(text("INSERT INTO open_events (message_id, server_id, likely_machine, "
+                              "first, created_at) SELECT 1, id, :m, :f, :at FROM servers"),
+                         {"m": machine, "f": first, "at": at})
+    migrate.upgrade(url)
+    with engine.connect() as conn:
+        rows = {(bucket, metric): count for bucket, metric, count in conn.execute(text(
+            "SELECT bucket, metric, count FROM stat_counters WHERE period = 'hour'"))}
+    engine.dispose()
+    assert rows == {("2026-01-02 10:00:00.000000", "opens"): 2,
+                    ("2026-01-02 10:00:00.000000", "machine_opens"): 1,
+                    ("2026-01-02 10:00:00.000000", "unique_opens"): 1,
+                    ("2026-01-02 11:00:00.000000", "opens"): 1}
+
+
+def test_sent_messages_are_sized_by_the_bytes_they_were_sent_as(tmp_path):
+    """0014: a message prepared for sending before its size followed the bytes sent gets
+    their size; one never prepared keeps its submission's."""
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path}/sizes.db"
+    migrate.upgrade(url, "0007")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        _one_server(conn)
+        for token in ("sent", "held"):
+            conn.execute(text(
+                "INSERT INTO messages (server_id, token, scope, bounce, rcpt_to, mail_from, "
+                "size, status, held, track_opens, track_clicks, attempts, opens_count, "
+                "clicks_count, created_at, updated_at) SELECT id, :t, 'outgoing', 0, "
+                "'a@x.example', 'b@x.example', 282, 'Sent', 0, 0, 0, 1, 0, 0, '2026-01-01', "
+                "'2026-01-01' FROM servers"), {"t": token})
+        conn.execute(text("INSERT INTO message_raws (message_id, raw) SELECT id, :raw "
+                          "FROM messages WHERE token = 'sent'"), {"raw": b"x" * 1202})
+    migrate.upgrade(url)
+    with engine.connect() as conn:
+        sizes = dict(conn.execute(text("SELECT token, size FROM messages")).all())
+    engine.dispose()
+    assert sizes == {"sent": 1202, "held": 282}

@@ -1,6 +1,7 @@
 """DELIVERY_RELAY=capture (what `make run` uses unless told otherwise): nothing leaves the
-machine; the message is kept as <token>.eml, shown as Sent with a `capture` attempt, and its
-events fire as for a real delivery."""
+machine; the message is kept in the captured-mail inbox and as <token>.eml, shown as Sent
+with a `capture` attempt, and its events fire as for a real delivery
+(tests/messages/test_captured.py reads the inbox)."""
 from __future__ import annotations
 
 import base64
@@ -38,6 +39,9 @@ def test_captured_mail_is_kept_and_shown_as_delivered(api, tenant, monkeypatch, 
         .encode() + signed
     assert verify_dkim(signed, dns_txt(api, tenant))
     assert not [n for n in os.listdir(tmp_path / "captured") if n.endswith(".tmp")]
+    # The file is a convenience; the inbox entry in the database is what the API serves.
+    [entry] = Api.data(api.get(f"{SERVER}/captured", server_key=tenant.api_key))["captured"]
+    assert (entry["message_id"], entry["reason"]) == (sent["id"], "capture")
 
 
 def test_capture_that_cannot_write_is_a_retry_not_a_loss(api, tenant, monkeypatch, tmp_path):

@@ -135,6 +135,17 @@ def test_migrate_function_vpc_and_secrets(packaged):
             assert props["Role"] != migrate["Role"], name
 
 
+def test_only_the_deliveries_worker_leaves_through_the_delivery_nat(packaged):
+    """Outbound SMTP leaves from the delivery subnets (behind the NAT gateway whose Elastic
+    IP is the sending address, infra/template.yaml); every other function stays in the
+    private subnets."""
+    template, _ = packaged
+    for name, props in _functions(template).items():
+        subnets = props["VpcConfig"]["SubnetIds"]
+        assert subnets == (["${DeliverySubnetIds}"] if name == "DeliveriesWorker"
+                           else ["${PrivateSubnetIds}"]), name
+
+
 def test_unknown_routes_answer_the_envelope_404(packaged):
     template, _ = packaged
     responses = {res["Properties"]["ResponseType"]: res["Properties"]

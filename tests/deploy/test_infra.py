@@ -139,6 +139,68 @@ def test_only_the_migrate_function_connects_as_the_owner():
     assert "email_service_app@" in url["Fn::If"][1]["Fn::Sub"]
 
 
+def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch):
+    """With DeliverySubnetCidrA/B the stack gives the deliveries worker subnets of its own
+    whose only way out is a NAT gateway with an Elastic IP it allocates (the sending address
+    AWS lifts port 25 for and gives reverse DNS); created here by moto's CloudFormation."""
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    template = _template()
+    for stage in json.load(open(os.path.join(ROOT, ".chalice", "config.json"),
+                                encoding="utf-8"))["stages"].values():
+        assert stage["lambda_functions"]["deliveries_worker"]["subnet_ids"] == \
+            ["${DeliverySubnetIds}"]
+    network = {name: res for name, res in template["Resources"].items()
+               if name.startswith("Delivery") and res["Type"].startswith("AWS::EC2::")}
+    assert {res["Condition"] for res in network.values()} == {"HasDeliveryEgress"}
+    probe = json.loads(json.dumps(dict(template, Resources=network, Outputs={
+        name: out for name, out in template["Outputs"].items() if name.startswith("Delivery")})))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with moto.mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+        private, public = (ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.9.{i}.0/24")
+                           ["Subnet"]["SubnetId"] for i in range(2))
+        cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+
+        def outputs(name: str, cidrs: tuple[str, str]) -> dict:
+            values = {"Stage": "dev", "VpcId": vpc, "PrivateSubnetIds": private,
+                      "PublicSubnetIds": public, "DeliverySubnetCidrA": cidrs[0],
+                      "DeliverySubnetCidrB": cidrs[1], "GatewayImage": "x:1",
+                      "SmtpHostname": "mx.example.com", "PublicUrl": "https://api.example.com"}
+            cloudformation.create_stack(StackName=name, TemplateBody=json.dumps(probe),
+                                        Parameters=[{"ParameterKey": k, "ParameterValue": v}
+                                                    for k, v in values.items()
+                                                    if k in probe["Parameters"]])
+            stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+            return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+        # Without the CIDRs nothing is created and the worker keeps the private subnets.
+        assert outputs("plain", ("", "")) == {"DeliverySubnetIds": private}
+        made = outputs("egress", ("10.9.8.0/28", "10.9.8.16/28"))
+        subnets = made["DeliverySubnetIds"].split(",")
+        assert len(subnets) == 2 and private not in subnets
+        [nat] = ec2.describe_nat_gateways(Filter=[{"Name": "vpc-id", "Values": [vpc]}])[
+            "NatGateways"]
+        assert nat["SubnetId"] == public
+        assert nat["NatGatewayAddresses"][0]["PublicIp"] == made["DeliveryEgressIp"]
+        assert nat["NatGatewayAddresses"][0]["AllocationId"] == made["DeliveryEgressAllocationId"]
+        defaults = [route for table in ec2.describe_route_tables(Filters=[
+            {"Name": "vpc-id", "Values": [vpc]}])["RouteTables"] for route in table["Routes"]
+            if route["DestinationCidrBlock"] == "0.0.0.0/0"]
+        assert [route.get("NatGatewayId") for route in defaults] == [nat["NatGatewayId"]]
+    # That route's table is the delivery subnets' (moto's CloudFormation does not make
+    # subnet associations, so read them from the template).
+    associated = {res["Properties"]["SubnetId"]["Ref"] for res in network.values()
+                  if res["Type"] == "AWS::EC2::SubnetRouteTableAssociation"
+                  and res["Properties"]["RouteTableId"] == {"Ref": "DeliveryRouteTable"}}
+    assert associated == {"DeliverySubnetA", "DeliverySubnetB"}
+    assert network["DeliveryDefaultRoute"]["Properties"]["RouteTableId"] == \
+        {"Ref": "DeliveryRouteTable"}
+
+
 def test_gateway_listens_on_25_465_587():
     resources = _template()["Resources"]
     ports = {res["Properties"]["Port"] for res in resources.values()

@@ -17,8 +17,10 @@ SERVER = "/api/v2/server"
 
 def arf(*, to: str, original: bytes, feedback_type: str = "abuse",
         original_mail_from: str | None = None, original_rcpt_to: str | None = None,
-        headers_only: bool = False) -> bytes:
-    """A feedback report as mailbox providers send them."""
+        headers_only: bool = False, part: str | None = None) -> bytes:
+    """A feedback report as mailbox providers send them. ``part``: the content type of the
+    third part (message/rfc822 or text/rfc822-headers by ``headers_only``); a ``-headers``
+    type carries only the original's header."""
     fields = [f"Feedback-Type: {feedback_type}", "User-Agent: SomeMailboxProvider-FBL/1.0",
               "Version: 1", "Arrival-Date: Mon, 23 Nov 2026 08:00:00 +0000",
               "Source-IP: 192.0.2.25", "Reported-Domain: sender.example"]
@@ -26,11 +28,13 @@ def arf(*, to: str, original: bytes, feedback_type: str = "abuse",
         fields.append(f"Original-Mail-From: <{original_mail_from}>")
     if original_rcpt_to:
         fields.append(f"Original-Rcpt-To: <{original_rcpt_to}>")
-    if headers_only:
-        third = b"Content-Type: text/rfc822-headers\r\n\r\n" + \
+    part = part or ("text/rfc822-headers" if headers_only else "message/rfc822")
+    if part.endswith("-headers"):
+        third = f"Content-Type: {part}\r\n\r\n".encode() + \
             original.split(b"\r\n\r\n", 1)[0] + b"\r\n"
     else:
-        third = b"Content-Type: message/rfc822\r\nContent-Disposition: inline\r\n\r\n" + original
+        third = f"Content-Type: {part}\r\nContent-Disposition: inline\r\n\r\n".encode() + \
+            original
     return (f"From: fbl@mailbox-provider.example\r\nTo: {to}\r\n"
             "Subject: Abuse report\r\nMIME-Version: 1.0\r\n"
             "Content-Type: multipart/report; report-type=feedback-report;\r\n"

@@ -56,7 +56,8 @@ def test_the_quick_start_runs_top_to_bottom(tmp_path):
         wait_for(lambda: _healthy(http_port) and "logs " in "".join(output), 60,
                  message="the stack to answer /health and print its banner")
         banner = "".join(output)
-        assert "outgoing     captured in var/captured/<token>.eml" in banner
+        assert "outgoing     captured in the console's Captured mail page and " \
+            "var/captured/<token>.eml" in banner
         assert f"metrics      http://127.0.0.1:{http_port}/metrics" in banner
         block = quick_start_block().replace("localhost:8000", f"localhost:{http_port}") \
             .replace('"localhost", 2525', f'"localhost", {smtp_port}')

@@ -1,9 +1,10 @@
-"""What `make run` (python -m chalicelib.local) says and does at start: a changed
-ADMIN_API_KEY revokes the key seeded from the old one (and the banner says so); a missing
-ENCRYPTION_KEY is warned about."""
+"""What `make run` (python -m chalicelib.local) says and does at start: every address the
+banner prints answers; a changed ADMIN_API_KEY revokes the key seeded from the old one (and
+the banner says so); a missing ENCRYPTION_KEY is warned about."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -73,3 +74,17 @@ def test_no_encryption_key_warning_when_one_is_set(tmp_path):
     finally:
         lines = _stop(proc)
     assert not any("ENCRYPTION_KEY" in line for line in lines)
+
+
+def test_every_address_the_banner_prints_answers(tmp_path):
+    """It used to say `…/api/v2  (GET /health)`, and /api/v2/health is a 404."""
+    proc, port, banner = _start(tmp_path, OLD_KEY)
+    try:
+        wait_for(lambda: _status(port, OLD_KEY) == 200, 30, message="start")
+        urls = [u.rstrip(",)") for line in banner for u in re.findall(r"https?://\S+", line)
+                if not u.endswith("…")]
+        assert any(u.endswith("/health") for u in urls) and len(urls) >= 3, banner
+        for url in urls:
+            assert requests.get(url, timeout=10).status_code == 200, (url, banner)
+    finally:
+        _stop(proc)

@@ -98,3 +98,23 @@ def test_old_idempotency_keys_finished_bulk_jobs_go_and_scheduled_mail_stays(api
         jobs = [j.filter["tag"] for j in db.scalars(select(BulkJob).where(
             BulkJob.server_id == server_id))]
         assert keys == {"recent"} and jobs == ["recent"]
+
+
+def test_dmarc_reports_go_with_their_rows_after_their_retention(api, tenant, monkeypatch):
+    from chalicelib.db.models import DmarcRecord, DmarcReport, Domain
+    from chalicelib.services.dmarc import intake
+    from tests.dmarc import samples
+
+    monkeypatch.setenv("DMARC_REPORT_RETENTION_DAYS", "30")
+    day = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    with session_scope() as db:
+        domain_id = db.scalar(select(Domain.id).where(Domain.name == tenant.domain))
+        ids = [intake.store(db, domain_id, intake.read(samples.mail(
+            sender, "dmarc+x@rp.example", tenant.domain, day - timedelta(days=age)))).id
+            for sender, age in (("google", 31), ("outlook", 29))]
+    retention.run()
+    with session_scope() as db:
+        assert list(db.scalars(select(DmarcReport.id).where(DmarcReport.domain_id == domain_id))) \
+            == ids[1:]
+        assert set(db.scalars(select(DmarcRecord.report_id)
+                              .where(DmarcRecord.domain_id == domain_id))) == {ids[1]}

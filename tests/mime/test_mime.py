@@ -679,7 +679,16 @@ class TestHeaderAddresses:
             "sender": Address("s@other.example"),
             "resent": [],
             "subject": None,
+            "message_id": None,
         }
+
+    @pytest.mark.parametrize("header", [b"Message-ID: <a.b@x.example>",
+                                        b"Message-ID:\r\n <a.b@x.example>",
+                                        b"Message-ID: <a.b@\r\n x.example> (added by x)",
+                                        b"Message-Id: a.b@x.example"])
+    def test_message_id_unfolded_without_brackets(self, header):
+        raw = b"From: a@good.example\r\n" + header + b"\r\n\r\nbody"
+        assert header_addresses(raw)["message_id"] == "a.b@x.example"
 
     def test_resent_originators_every_block(self):
         result = header_addresses(b"Resent-From: r1@one.example\r\nResent-Sender: <s1@two.example>\r\n"

@@ -24,7 +24,8 @@ def test_tenant_setup_end_to_end_and_dkim_record_carries_a_2048_bit_key(api):
     assert domain["name"] == "mail.example.org" and domain["verified"] is False
 
     records = domain["dns_records"]
-    assert set(records) == {"verification", "spf", "dkim", "return_path", "dmarc"}
+    assert set(records) == {"verification", "spf", "dkim", "return_path", "dmarc",
+                            "dmarc_report_authorization"}
     assert all(r["type"] == "TXT" for k, r in records.items() if k != "return_path")
     assert records["return_path"] == {"type": "CNAME", "name": "rp.mail.example.org",
                                       "value": "rp.mx.service.test"}

@@ -93,16 +93,32 @@ def test_streams_archive_rules(db, server):
     assert exc.value.field == "stream_type"
 
 
-def test_a_lost_permalink_race_is_a_validation_error(db, server, monkeypatch):
-    templates.create(db, server, name="Race", text_body="x")
-    streams.create(db, server, name="Race")
-    # Another request inserted the same permalink between our check and our insert: the
-    # database's unique constraint decides, and the session stays usable afterwards.
-    monkeypatch.setattr(templates, "_taken", lambda *a, **k: False)
-    monkeypatch.setattr(streams, "_taken", lambda *a, **k: False)
+def stale_first_look(monkeypatch, module) -> set:
+    """``module._taken`` answers "free" the first time it is asked about each permalink: the
+    look ran before a concurrent request's insert of that permalink committed. Returns the
+    permalinks asked about (clear it to start over)."""
+    real, asked = module._taken, set()
+
+    def stale(db, server, permalink, **kw):
+        if permalink not in asked:
+            asked.add(permalink)
+            return False
+        return real(db, server, permalink, **kw)
+
+    monkeypatch.setattr(module, "_taken", stale)
+    return asked
+
+
+@pytest.mark.parametrize("module", [templates, streams], ids=["template", "stream"])
+def test_a_lost_permalink_race(db, server, monkeypatch, module):
+    """The unique index decides: a permalink asked for is a ValidationError naming the field,
+    one made up from the name becomes the next free one; the session stays usable."""
+    body = {"text_body": "x"} if module is templates else {}
+    first = module.create(db, server, name="Race", **body)
+    asked = stale_first_look(monkeypatch, module)
     with pytest.raises(errors.ValidationError) as exc:
-        templates.create(db, server, name="Race", text_body="y")
-    assert exc.value.field == "permalink"
-    with pytest.raises(errors.ValidationError):
-        streams.create(db, server, name="Race")
-    assert templates.find(db, server, "race").text_body == "x"
+        module.create(db, server, name="Other", permalink=first.permalink, **body)
+    assert exc.value.field == "permalink" and "taken" in exc.value.message
+    asked.clear()
+    assert module.create(db, server, name="Race", **body).permalink == "race-2"
+    assert module.find(db, server, "race").id == first.id

@@ -208,3 +208,49 @@ def test_status_changes_move_counts_and_rebuild_agrees(api, tenant):
     with all_tenants() as db:
         counters.rebuild(db, sid)
     assert _counter_snapshot(sid) == before
+
+
+def test_engagement_over_time_bucket_by_bucket(api, tenant):
+    """GET /stats/engagement: opens and clicks per hour (hourly counters, edges from rows)
+    and per day, every bucket listed; the totals agree with GET /stats."""
+    sid = server_id(tenant)
+    _seed(sid)
+    names = ("opens", "unique_opens", "machine_opens", "clicks", "unique_clicks",
+             "machine_clicks")
+
+    def row(*values):
+        return dict(zip(names, values))
+    path = "/api/v2/server/stats/engagement"
+    hourly = _stats(api, tenant, path, **{"from": T0, "to": T0 + timedelta(hours=3)})
+    assert hourly["interval"] == "hour"
+    assert [(b["start"], {k: b[k] for k in names}) for b in hourly["buckets"]] == [
+        (_iso(T0), row(2, 1, 1, 1, 1, 0)), (_iso(T0 + timedelta(hours=1)), row(1, 1, 0, 0, 0, 0)),
+        (_iso(T0 + timedelta(hours=2)), row(0, 0, 0, 0, 0, 0))]
+    assert hourly["totals"] == row(3, 2, 1, 1, 1, 0)
+
+    # partial hours at both edges are counted from the rows, into their buckets
+    edges = _stats(api, tenant, path, **{"from": T0 + timedelta(minutes=11),
+                                         "to": T0 + timedelta(minutes=75)})
+    assert [(b["start"], b["opens"], b["clicks"]) for b in edges["buckets"]] == [
+        (_iso(T0), 1, 1), (_iso(T0 + timedelta(hours=1)), 1, 0)]
+    assert edges["totals"]["machine_opens"] == 1
+    # the same range's delivery outcomes land in their own hours too (they all went into
+    # the first hour when no whole hour lay between the edges)
+    outcomes = _stats(api, tenant, "/api/v2/server/stats/deliveries",
+                      **{"from": T0 + timedelta(minutes=11), "to": T0 + timedelta(minutes=75)})
+    assert [(b["delayed"], b["failed"], b["held"]) for b in outcomes["buckets"]] == \
+        [(1, 1, 0), (1, 0, 1)]
+
+    daily = _stats(api, tenant, path, **{"from": T0 - timedelta(hours=6),
+                                         "to": T0 + timedelta(days=3)})
+    assert daily["interval"] == "day" and len(daily["buckets"]) == 4
+    assert [b["opens"] for b in daily["buckets"]] == [0, 4, 0, 0]
+    assert daily["totals"] == row(4, 2, 1, 1, 1, 0)
+    summary = _stats(api, tenant, **{"from": T0 - timedelta(hours=6),
+                                     "to": T0 + timedelta(days=3)})
+    assert {k: summary[k] for k in names} == daily["totals"]
+    forced = _stats(api, tenant, path, interval="hour", **{"from": T0, "to": T0 + timedelta(days=1)})
+    assert len(forced["buckets"]) == 24 and forced["buckets"][6]["opens"] == 1  # at +400 min
+    error = Api.error(api.get("/api/v2/server" + "/stats/engagement", server_key=tenant.api_key,
+                              params={"interval": "week"}), 422, "ValidationError")
+    assert error["field"] == "interval"

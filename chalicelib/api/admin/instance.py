@@ -8,7 +8,7 @@ from chalicelib import shapes
 from chalicelib.api.records import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn
+from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn, IPPoolUpdate
 from chalicelib.db.models import IPAddress, IPPool
 from chalicelib.services.accounts import admin_keys, audit
 from chalicelib.services.delivery import ip_pools
@@ -30,8 +30,8 @@ def list_ip_pools(call: Call):
           response=shapes.one("ip_pool", shape.IPPool))
 def create_ip_pool(call: Call):
     authorize(call.principal, "ip_pools.manage")
-    return {"ip_pool": management.ip_pool(ip_pools.create_pool(call.db, call.body.name,
-                                                            call.body.default), True)}
+    return {"ip_pool": management.ip_pool(ip_pools.create_pool(
+        call.db, call.body.name, call.body.default, call.body.relay_host), True)}
 
 
 @endpoint(bp, "/ip_pools/{id}", "GET", auth=ADMIN,
@@ -39,6 +39,15 @@ def create_ip_pool(call: Call):
 def show_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.read")
     return {"ip_pool": management.ip_pool(ip_pools.find_pool(call.db, id), True)}
+
+
+@endpoint(bp, "/ip_pools/{id}", "PATCH", auth=ADMIN, body=IPPoolUpdate,
+          response=shapes.one("ip_pool", shape.IPPool))
+def update_ip_pool(call: Call, id: int):
+    authorize(call.principal, "ip_pools.manage")
+    pool = ip_pools.update_pool(call.db, ip_pools.find_pool(call.db, id),
+                                call.body.model_dump(exclude_unset=True))
+    return {"ip_pool": management.ip_pool(pool, True)}
 
 
 @endpoint(bp, "/ip_pools/{id}", "DELETE", auth=ADMIN,
@@ -77,6 +86,18 @@ def show_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
     return {"ip_address": management.ip_address(ip_pools.find_address(call.db, pool, id))}
+
+
+@endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}/check", "GET", auth=ADMIN,
+          response=shapes.one("ip_address", shape.IPAddress))
+def check_ip_address(call: Call, pool_id: int, id: int):
+    """Look the address's reverse DNS up now (PTR, forward confirmation, HELO match) and keep
+    the result, as GET .../domains/{name}/check does for a domain."""
+    from chalicelib.services.delivery import address_health  # dnspython: not at cold start
+
+    authorize(call.principal, "ip_pools.read")
+    address = ip_pools.find_address(call.db, ip_pools.find_pool(call.db, pool_id), id)
+    return {"ip_address": management.ip_address(address_health.check_address(address))}
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN,

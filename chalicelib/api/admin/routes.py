@@ -10,7 +10,7 @@ from sqlalchemy import select
 from chalicelib import shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas import Schema
+from chalicelib.api.schemas import RouteName, Schema
 from chalicelib.api.records import management
 from chalicelib.db.models import Route
 from chalicelib.services.organizations import lookup
@@ -23,14 +23,14 @@ Mode = Literal["endpoint", "accept", "hold", "bounce", "reject"]
 
 
 class RouteIn(Schema):
-    name: str = Field(min_length=1, max_length=64)
+    name: RouteName
     domain: str = Field(min_length=1, max_length=253)
     mode: Mode = "endpoint"
     endpoint: dict[str, Any] | None = None
 
 
 class RouteUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=64)
+    name: RouteName | None = None
     mode: Mode | None = None
     endpoint: dict[str, Any] | None = None
 

@@ -3,7 +3,7 @@ authentication audit trail, and the SMTP submission options."""
 from __future__ import annotations
 
 from chalicelib.config import Settings
-from chalicelib.db.models import AuthEvent, Invitation, Membership, User, UserSession
+from chalicelib.db.models import AuthEvent, Invitation, Membership, Passkey, User, UserSession
 from chalicelib.services.accounts import members
 from chalicelib.shapes import builds
 from chalicelib.shapes import accounts as shape, management as management_shape
@@ -55,6 +55,12 @@ def session(session: UserSession, current_id: int) -> dict:
             "ip_address": session.ip_address, "user_agent": session.user_agent,
             "created_at": session.created_at, "last_used_at": session.last_used_at,
             "expires_at": session.expires_at}
+
+
+@builds(shape.Passkey)
+def passkey(p: Passkey) -> dict:
+    return {"id": p.id, "name": p.name, "aaguid": p.aaguid, "backed_up": p.backed_up,
+            "created_at": p.created_at, "last_used_at": p.last_used_at}
 
 
 @builds(shape.SessionResult)

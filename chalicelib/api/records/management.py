@@ -53,7 +53,6 @@ def send_limits_usage(srv: Server) -> dict:
 
 @builds(shape.Domain)
 def domain(dom: Domain) -> dict:
-    check = dom.dns_check or {}
     return {"id": dom.id, "uuid": dom.uuid, "name": dom.name, "verified": dom.verified,
             "verified_at": dom.verified_at, "dkim_selector": dom.dkim_selector,
             "track_opens": dom.track_opens, "track_clicks": dom.track_clicks,
@@ -68,11 +67,17 @@ def domain(dom: Domain) -> dict:
             "dkim_keys": dkim_keys.listing(dom),
             "dns_records": shapes.check(shape.DnsRecords, domain_records.dns_records(dom)),
             # The last DNS check as GET .../check answered it (kept, not looked up again).
-            "dns_check": None if dom.checked_at is None else {
-                "checked_at": dom.checked_at,
-                "problems": sum(r["status"] != "ok" for r in check.get("records") or []),
-                "records": check.get("records") or []},
+            "dns_check": dns_check(dom.dns_check, dom.checked_at),
             "created_at": dom.created_at}
+
+
+def dns_check(kept: dict | None, checked_at) -> dict | None:
+    """The last DNS check kept on a domain or a sending address, as its record shows it."""
+    if checked_at is None:
+        return None
+    records = (kept or {}).get("records") or []
+    return {"checked_at": checked_at, "problems": sum(r["status"] != "ok" for r in records),
+            "records": records}
 
 
 @builds(shape.Credential)
@@ -89,13 +94,15 @@ def credential(cred: Credential, key: str | None = None) -> dict:
 @builds(shape.IPAddress)
 def ip_address(addr: IPAddress) -> dict:
     return {"id": addr.id, "ip_pool_id": addr.ip_pool_id, "ipv4": addr.ipv4, "ipv6": addr.ipv6,
-            "hostname": addr.hostname, "priority": addr.priority, "created_at": addr.created_at}
+            "hostname": addr.hostname, "priority": addr.priority,
+            "dns_check": dns_check(addr.dns_check, addr.checked_at),
+            "created_at": addr.created_at}
 
 
 @builds(shape.IPPool)
 def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
     record = {"id": pool.id, "uuid": pool.uuid, "name": pool.name, "default": pool.is_default,
-              "created_at": pool.created_at}
+              "relay_host": pool.relay_host, "created_at": pool.created_at}
     if with_addresses:
         record["ip_addresses"] = [ip_address(a) for a in pool.ip_addresses]
     return record

@@ -1,13 +1,18 @@
 """Records of mail in answers: messages, delivery attempts, events, bounces, opens and clicks,
-inbound messages, streams and templates (shapes in chalicelib/shapes/messaging.py). A
+inbound messages, captured-mail entries, streams, templates and mail frames (shapes in chalicelib/shapes/messaging.py). A
 message's ``show`` adds ``events`` (its history) and ``deliveries`` (MessageDetail).
 """
 from __future__ import annotations
 
+import base64
+
 from sqlalchemy.orm import Session
 
-from chalicelib.db.models import (ClickEvent, Credential, Delivery, Message, MessageEvent,
-                                  OpenEvent, Route, Server, Stream, Template)
+from chalicelib.config import get_settings
+from chalicelib.db.models import (CapturedMessage, ClickEvent, Credential, Delivery, MailFrame,
+                                  Message, MessageEvent, OpenEvent, Route, Server, Stream,
+                                  Template)
+from chalicelib.services.mailframes import frames
 from chalicelib.services.messages import search
 from chalicelib.shapes import builds
 from chalicelib.shapes import messaging as shape
@@ -32,11 +37,32 @@ def message(m: Message, stream_permalink: str | None = None) -> dict:
     }
 
 
+@builds(shape.CapturedMessage)
+def captured(entry: CapturedMessage, m: Message) -> dict:
+    return {"id": entry.id, "message_id": m.id, "reason": entry.reason,
+            "mail_from": m.mail_from, "rcpt_to": m.rcpt_to, "subject": m.subject,
+            "status": m.status, "size": m.size, "created_at": entry.created_at}
+
+
+@builds(shape.Raw)
+def raw(message_id: int, data: bytes, signed: bool) -> dict:
+    return {"message_id": message_id, "signed": signed, "size": len(data),
+            "raw": data.decode("utf-8", "replace"),
+            "raw_base64": base64.b64encode(data).decode("ascii")}
+
+
+@builds(shape.AttachmentContent)
+def attachment(description: dict, data: bytes) -> dict:
+    return {**description, "content_base64": base64.b64encode(data).decode("ascii")}
+
+
 @builds(shape.Delivery)
 def delivery(d: Delivery) -> dict:
     return {"id": d.id, "status": d.status, "stage": d.stage, "host": d.host, "code": d.code,
             "output": d.output, "details": d.details, "category": d.category, "tls": d.tls,
-            "duration_ms": d.duration_ms, "timestamp": d.created_at}
+            "tls_verified": d.tls_verified, "mta_sts": d.mta_sts,
+            "source_address": d.source_address, "duration_ms": d.duration_ms,
+            "timestamp": d.created_at}
 
 
 @builds(shape.Event)
@@ -125,6 +151,13 @@ def template(template: Template, *, bodies: bool = True) -> dict:
         data["html_body"] = template.html_body
         data["text_body"] = template.text_body
     return data
+
+
+@builds(shape.MailFrame)
+def mail_frame(frame: MailFrame) -> dict:
+    path = frames.path(frame)
+    return {"kind": frame.kind, "id": frame.ref, "path": path,
+            "url": get_settings().effective_public_url + path, "expires_at": frame.expires_at}
 
 
 @builds(shape.ServerInfo)

@@ -2,16 +2,16 @@
 users, memberships and invitations in answers. Unknown fields are ignored."""
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Any
 
-from chalicelib.api.schemas import Schema
+from pydantic import Field
+
+from chalicelib.api.schemas import Name as RequiredName, Schema
 from chalicelib.services.accounts.passwords import MAX_PASSWORD_LENGTH
 
 Email = Field(min_length=1, max_length=255)
 Password = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH)
 Name = Field(default="", max_length=255)
-# Registration requires both names (the spec lists all four fields without `?`).
-RequiredName = Field(min_length=1, max_length=255)
 
 
 class LoginIn(Schema):
@@ -22,15 +22,9 @@ class LoginIn(Schema):
 
 class RegisterIn(Schema):
     email_address: str = Email
-    first_name: str = RequiredName
-    last_name: str = RequiredName
-
-    @field_validator("first_name", "last_name")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
+    # Registration requires both names (the spec lists all four fields without `?`).
+    first_name: RequiredName
+    last_name: RequiredName
     password: str = Password
 
 
@@ -62,6 +56,35 @@ class TotpCodeIn(Schema):
 
 class PasswordIn(Schema):
     password: str = Password
+
+
+class OptionalPasswordIn(Schema):
+    """Re-authentication for a passkey change: required when the account has a password."""
+
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+
+
+class PasskeyLoginOptionsIn(Schema):
+    """Neither field: a passkey sign-in. Both: the password step before a passkey as the
+    second factor."""
+
+    email_address: str | None = Field(default=None, max_length=255)
+    password: str | None = Field(default=None, max_length=MAX_PASSWORD_LENGTH)
+
+
+class PasskeyAnswerIn(Schema):
+    """The browser's answer (PublicKeyCredential.toJSON()) to the options of ``ceremony``."""
+
+    ceremony: str = Field(min_length=1, max_length=128)
+    credential: dict[str, Any]
+
+
+class PasskeyRegisterIn(PasskeyAnswerIn):
+    name: str | None = Field(default=None, max_length=100)
+
+
+class PasskeyRenameIn(Schema):
+    name: str = Field(min_length=1, max_length=100)
 
 
 class InvitationAcceptIn(Schema):

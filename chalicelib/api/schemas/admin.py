@@ -5,9 +5,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from chalicelib.api.schemas import Schema
-
-Name = Field(min_length=1, max_length=255)
+from chalicelib.api.schemas import DomainName, Name, Schema
 
 
 def _time_zone(value: str | None) -> str | None:
@@ -25,7 +23,7 @@ def _time_zone(value: str | None) -> str | None:
 
 
 class OrganizationIn(Schema):
-    name: str = Name
+    name: Name
     permalink: str | None = None
     time_zone: str = Field(default="UTC", max_length=64)
 
@@ -33,20 +31,20 @@ class OrganizationIn(Schema):
 
 
 class OrganizationUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     time_zone: str | None = Field(default=None, max_length=64)
 
     _zone = field_validator("time_zone")(_time_zone)
 
 
 class ServerIn(Schema):
-    name: str = Name
+    name: Name
     permalink: str | None = None
     mode: Literal["Live", "Development"] = "Live"
 
 
 class ServerUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     mode: Literal["Live", "Development"] | None = None
     track_opens: bool | None = None
     track_clicks: bool | None = None
@@ -66,24 +64,31 @@ class IPPoolAssign(Schema):
 
 
 class DomainIn(Schema):
-    name: str = Field(min_length=1, max_length=253)
+    name: DomainName
 
 
 class CredentialIn(Schema):
     type: Literal["API", "SMTP", "SMTP-IP"]
-    name: str = Name
+    name: Name
     ip_range: str | None = None
     hold: bool = False
 
 
 class CredentialUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     hold: bool | None = None
 
 
 class IPPoolIn(Schema):
-    name: str = Name
+    name: Name
     default: bool = False
+    relay_host: str | None = Field(default=None, max_length=255)
+
+
+class IPPoolUpdate(Schema):
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    default: bool | None = None
+    relay_host: str | None = Field(default=None, max_length=255)
 
 
 class IPAddressIn(Schema):
@@ -94,4 +99,4 @@ class IPAddressIn(Schema):
 
 
 class AdminKeyIn(Schema):
-    name: str = Name
+    name: Name

@@ -5,11 +5,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from chalicelib.api.schemas import Schema
+from chalicelib.api.schemas import Name, Schema
 
 
 class StreamIn(Schema):
-    name: str = Field(min_length=1, max_length=255)
+    name: Name
     stream_type: Literal["transactional", "broadcast"] = "transactional"
     permalink: str | None = None
     description: str | None = Field(default=None, max_length=10_000)
@@ -19,7 +19,7 @@ class StreamIn(Schema):
 
 
 class StreamUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     description: str | None = Field(default=None, max_length=10_000)
     # Accepted only unchanged: a stream's type is fixed at creation.
     stream_type: Literal["transactional", "broadcast"] | None = None

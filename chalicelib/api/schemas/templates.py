@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from chalicelib.api.schemas import Schema
+from chalicelib.api.schemas import Name, Schema
 
 
 class TemplateIn(Schema):
-    name: str = Field(min_length=1, max_length=255)
+    name: Name
     permalink: str | None = None
     subject: str | None = None
     html_body: str | None = None
@@ -18,7 +16,7 @@ class TemplateIn(Schema):
 
 
 class TemplateUpdate(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     permalink: str | None = None
     subject: str | None = None
     html_body: str | None = None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool
 
-from chalicelib.api.schemas import Schema
+from chalicelib.api.schemas import Name, Schema
 
 
 class WebhookIn(Schema):
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     url: str = Field(min_length=1, max_length=2048)
     events: list[str] = Field(default_factory=list)
     sign: StrictBool = True
@@ -19,7 +19,7 @@ class WebhookIn(Schema):
 class WebhookUpdate(Schema):
     """Only the fields given change. ``headers`` replaces the whole set; a value equal to the
     mask the API shows keeps that header's stored value (a GET's answer can be sent back)."""
-    name: str | None = Field(default=None, min_length=1, max_length=255)
+    name: Name | None = None
     url: str | None = Field(default=None, min_length=1, max_length=2048)
     events: list[str] | None = None
     sign: StrictBool | None = None

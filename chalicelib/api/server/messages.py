@@ -1,7 +1,6 @@
-"""Messaging surface: send (one or a batch) and read messages, attempts and raw source."""
+"""Messaging surface: send (one or a batch) and read messages, attempts, raw source, and their
+content as the recipient reads it (headers, text, HTML, attachments)."""
 from __future__ import annotations
-
-import base64
 
 from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
@@ -13,6 +12,7 @@ from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validatio
 from chalicelib.api.schemas.messages import BatchRequest, SendRequest
 from chalicelib.db.models import Message
 from chalicelib.services.messages import actions, search
+from chalicelib.services.mime import view
 from chalicelib.services.sending import submission
 from chalicelib.shapes import messaging as shape
 from chalicelib.services.delivery.categories import CATEGORIES
@@ -47,6 +47,8 @@ def send_batch(call: Call):
 
 @endpoint(bp, "/messages", "GET", auth=SERVER, query=(
     *q.PAGINATION,
+    q.date_time("from", "Only messages created at or after this time"),
+    q.date_time("to", "Only messages created before this time"),
     q.string("scope", "outgoing or incoming.", enum=messaging.SCOPES),
     q.string("status", "Only messages with this status.", enum=statuses.MESSAGE),
     q.string("tag", "Only messages with this tag."),
@@ -60,7 +62,8 @@ def list_messages(call: Call):
     stmt = search.list_stmt(
         call.db, call.server.id, scope=call.query_str("scope"), status=call.query_str("status"),
         tag=call.query_str("tag"), stream=call.query_str("stream"),
-        bounce_category=call.query_str("bounce_category"), query=call.query_str("query"))
+        bounce_category=call.query_str("bounce_category"), query=call.query_str("query"),
+        start=call.query_datetime("from"), end=call.query_datetime("to"))
     rows, pagination = paginate(call.db, stmt, page, per_page)
     streams = search.stream_permalinks(call.db, (m.stream_id for m in rows))
     return {"messages": [messaging.message(m, streams.get(m.stream_id)) for m in rows],
@@ -117,7 +120,28 @@ def cancel_message(call: Call, id: int):
 def show_raw(call: Call, id: int):
     """The exact bytes sent (signed) once an attempt was made, else the stored source."""
     message = find_message(call, id)
-    raw, signed = search.raw_source(call.db, message)
-    return {"message_id": message.id, "signed": signed, "size": len(raw),
-            "raw": raw.decode("utf-8", "replace"),
-            "raw_base64": base64.b64encode(raw).decode("ascii")}
+    return messaging.raw(message.id, *search.raw_source(call.db, message))
+
+
+def attachment_index(index: str) -> int:
+    """An attachment's number from the path (anything else names no attachment)."""
+    if not index.isdigit() or len(index) > 6:
+        raise errors.NotFound(f"no attachment {index!r}")
+    return int(index)
+
+
+@endpoint(bp, "/messages/{id}/content", "GET", auth=SERVER,
+          response=shape.MailContentAnswer)
+def show_content(call: Call, id: int):
+    """The message as its recipient reads it: headers, text, HTML and attachments."""
+    message = find_message(call, id)
+    return {"message_id": message.id,
+            "content": view.content(search.view_source(call.db, message))}
+
+
+@endpoint(bp, "/messages/{id}/attachments/{index}", "GET", auth=SERVER,
+          response=shape.AttachmentAnswer)
+def show_attachment(call: Call, id: int, index: str):
+    """One attachment of the message (its bytes as base64)."""
+    raw = search.view_source(call.db, find_message(call, id))
+    return {"attachment": messaging.attachment(*view.attachment(raw, attachment_index(index)))}

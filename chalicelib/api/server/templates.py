@@ -5,7 +5,7 @@ from chalice import Blueprint
 
 from chalicelib import shapes
 from chalicelib.api import query as q
-from chalicelib.api.framework import SERVER, Call, endpoint, paginate
+from chalicelib.api.framework import SERVER, SERVER_READ, Call, endpoint, paginate
 from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
 from chalicelib.api.server.streams import INCLUDE_ARCHIVED
 from chalicelib.api.records import messaging
@@ -68,7 +68,7 @@ def unarchive_template(call: Call, permalink: str):
     return {"template": messaging.template(template)}
 
 
-@endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER, body=RenderIn,
+@endpoint(bp, "/templates/{permalink}/render", "POST", auth=SERVER_READ, body=RenderIn,
           response=shape.Rendered)
 def render_template(call: Call, permalink: str):
     """Render subject, html_body and text_body with template_model; sends nothing. Parts

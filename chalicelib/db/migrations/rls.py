@@ -6,12 +6,12 @@ A new table holding a server's rows (it carries ``server_id``)::
     from chalicelib.db.migrations import rls
 
     def upgrade():
-        op.create_table("dmarc_reports", ...)
-        rls.protect("dmarc_reports", rls.server_rows("server_id"))
+        op.create_table("tls_reports", ...)
+        rls.protect("tls_reports", rls.server_rows("server_id"))
 
     def downgrade():
-        rls.unprotect("dmarc_reports")
-        op.drop_table("dmarc_reports")
+        rls.unprotect("tls_reports")
+        op.drop_table("tls_reports")
 
 and for an organization's rows ``rls.organization_rows("organization_id")``, a person's
 ``rls.person_rows("user_id")``, rows that belong to a parent row of a protected table

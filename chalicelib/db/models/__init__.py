@@ -1,21 +1,27 @@
 """All models, imported together so SQLAlchemy and Alembic see the whole schema."""
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
-                                           PasswordResetToken, SmtpAuthFailure, User,
-                                           UserSession)
-from chalicelib.db.models.messages import (Delivery, Message, MessageEvent, MessageRaw, Stream,
-                                           Submission, Suppression, Template)
+                                           Passkey, PasskeyCeremony, PasswordResetToken,
+                                           SmtpAuthFailure, User, UserSession)
+from chalicelib.db.models.dmarc import DmarcRecord, DmarcReport
+from chalicelib.db.models.mail_frames import MailFrame
+from chalicelib.db.models.messages import (CapturedMessage, Delivery, Message, MessageEvent,
+                                           MessageRaw, Stream, Submission, Suppression, Template)
+from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
                                                 Organization, Server)
+from chalicelib.db.models.pacing import DeliveryDestination, DeliveryLease
 from chalicelib.db.models.routes import Route
 from chalicelib.db.models.sending_controls import BulkJob, IdempotencyKey, SendLimitCounter
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
 from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookRequestLog
 
 __all__ = [
-    "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "ClickEvent", "Credential", "Delivery",
-    "DkimKey", "Domain", "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
-    "Membership", "Message", "MessageEvent", "MessageRaw", "OidcLogin", "SendLimitCounter",
+    "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "CapturedMessage", "ClickEvent",
+    "Credential", "Delivery", "DeliveryDestination", "DeliveryLease", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
+    "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
+    "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "Passkey",
+    "PasskeyCeremony", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
     "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",

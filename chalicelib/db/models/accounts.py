@@ -1,12 +1,15 @@
-"""People: users, organization memberships, invitations, sessions, resets, audit trail, SSO state.
+"""People: users, organization memberships, invitations, sessions, resets, audit trail, SSO state,
+passkeys and their ceremonies.
 
-Every token (session, reset, invitation, OIDC state) is stored only as a SHA-256 hash.
+Every token (session, reset, invitation, OIDC state, passkey ceremony) is stored only as a
+SHA-256 hash.
 """
 # No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (Boolean, DateTime, ForeignKey, Integer, LargeBinary, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from chalicelib import clock
@@ -145,3 +148,42 @@ class SmtpAuthFailure(Base):
     failures: Mapped[int] = mapped_column(Integer, nullable=False)
     window_started_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     last_failure_at: Mapped[datetime] = mapped_column(DateTime(), index=True, nullable=False)
+
+
+class Passkey(Base):
+    """A WebAuthn credential (passkey) of a user: its public key and what the authenticator
+    told us at registration. ``credential_id`` is base64url (the form browsers use)."""
+
+    __tablename__ = "passkeys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    credential_id: Mapped[str] = mapped_column(String(1400), unique=True, nullable=False)
+    public_key: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    sign_count: Mapped[int] = mapped_column(BigId, default=0, nullable=False)
+    name: Mapped[str] = mapped_column(String(100), nullable=False)
+    aaguid: Mapped[str | None] = mapped_column(String(36))
+    transports: Mapped[str] = mapped_column(String(255), default="", nullable=False)
+    backed_up: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+
+class PasskeyCeremony(Base):
+    """Server-side state of one WebAuthn ceremony between its options and its answer (Lambda
+    keeps nothing between two requests): the challenge, what it is for, and for whom. The
+    client holds the ceremony token, stored here only as a hash; each is used once."""
+
+    __tablename__ = "passkey_ceremonies"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    purpose: Mapped[str] = mapped_column(String(16), nullable=False)  # register, login, second_factor
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
+                                                index=True)
+    challenge: Mapped[str] = mapped_column(String(128), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(), index=True, nullable=False)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime())

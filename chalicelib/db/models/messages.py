@@ -164,6 +164,11 @@ class Delivery(Base):
     details: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(String(32))  # of a failed attempt
     tls: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    # the server's certificate was validated for the host's name (MTA-STS: smtp.py)
+    tls_verified: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False,
+                                               server_default="0")
+    mta_sts: Mapped[str | None] = mapped_column(String(8))  # the policy's mode that applied
+    source_address: Mapped[str | None] = mapped_column(String(39))  # the IP pool's, bound
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
 
@@ -217,3 +222,24 @@ class Suppression(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime())
 
     stream: Mapped[Stream | None] = relationship()
+
+
+class CapturedMessage(Base):
+    """One entry of a server's captured-mail inbox: an outgoing message kept instead of sent,
+    by ``DELIVERY_RELAY=capture`` (``reason`` capture: its signed bytes are the message's
+    MessageRaw) or because the server is in Development mode (``reason`` development: the
+    submitted source). The bytes stay with the message; clearing the inbox deletes these rows
+    only, never the messages and their history."""
+
+    __tablename__ = "captured_messages"
+    __table_args__ = (Index("ix_captured_messages_server", "server_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), nullable=False
+    )
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    reason: Mapped[str] = mapped_column(String(16), nullable=False)  # capture, development
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)

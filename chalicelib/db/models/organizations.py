@@ -33,6 +33,9 @@ class IPPool(Timestamps, Base):
     uuid: Mapped[str] = uuid_column()
     name: Mapped[str] = mapped_column(String(255), unique=True, nullable=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    # host:port of the relay that sends this pool's mail from its addresses, for workers on
+    # hosts that own none of them (Lambda behind NAT): services/delivery/egress.py
+    relay_host: Mapped[str | None] = mapped_column(String(255))
 
     ip_addresses: Mapped[list["IPAddress"]] = relationship(
         back_populates="ip_pool", cascade="all, delete-orphan", passive_deletes=True,
@@ -51,6 +54,9 @@ class IPAddress(Timestamps, Base):
     ipv6: Mapped[str | None] = mapped_column(String(39))
     hostname: Mapped[str] = mapped_column(String(255), nullable=False)
     priority: Mapped[int] = mapped_column(Integer, default=100, nullable=False)
+    # The last reverse-DNS check (services/delivery/address_health.py): {"records": [...]}.
+    dns_check: Mapped[Any | None] = mapped_column(JSON)
+    checked_at: Mapped[datetime | None] = mapped_column(DateTime(), index=True)
 
     ip_pool: Mapped[IPPool] = relationship(back_populates="ip_addresses")
 

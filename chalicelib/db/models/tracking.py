@@ -70,7 +70,7 @@ class StatCounter(Base):
     """Rolled-up statistics (chalicelib/db/counters.py keeps them in step with the rows, in the
     same transaction). ``period`` "day" holds message/open/click metrics per dimension ("" all,
     "s:<stream id>" per stream, 0 for none, "t:<tag>" per tag); "hour" holds delivery outcome
-    events ("event:MessageSent"...) for the whole server."""
+    events ("event:MessageSent"...) and the open/click metrics, for the whole server (dim "")."""
 
     __tablename__ = "stat_counters"
     __table_args__ = (UniqueConstraint("server_id", "period", "bucket", "metric", "dim",

@@ -1,3 +1,3 @@
 """People and their access: users (registration, login, profile, password reset), sessions,
-password hashing, TOTP, single sign-on (OIDC), organization members and invitations, the
+password hashing, TOTP, passkeys (WebAuthn), single sign-on (OIDC), organization members and invitations, the
 permission matrix, admin API keys, instance administration and the authentication audit trail."""

@@ -4,7 +4,8 @@ Event names (stable; docs/accounts.md and docs/operating.md describe them):
 login, login_failed, lockout, logout, registration, password_changed, email_changed,
 email_change_failed, password_reset_requested,
 password_reset_issued, password_reset_completed, totp_enrolled, totp_enabled, totp_disabled,
-sso_login, sso_linked, sso_account_created, sso_failed, invitation_accepted, user_created,
+passkey_registered, passkey_renamed, passkey_removed, passkey_register_failed,
+passkey_remove_failed, sso_login, sso_linked, sso_account_created, sso_failed, invitation_accepted, user_created,
 user_updated, user_deleted, admin_api_key_created, admin_api_key_revoked.
 
 A failure is recorded and then raised: the service commits first (``fail``), because the

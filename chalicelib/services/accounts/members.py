@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db import tenancy
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import Invitation, Membership, Organization, User
 from chalicelib.services.accounts import users, audit, permissions
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -38,9 +38,13 @@ def members_query(org: Organization):
             .order_by(Membership.id))
 
 
+def membership_of(db: Session, org_id: int, user_id: int) -> Membership | None:
+    return db.scalar(select(Membership).where(Membership.organization_id == org_id,
+                                              Membership.user_id == user_id))
+
+
 def find_member(db: Session, org: Organization, user_id: int) -> Membership:
-    found = db.scalar(select(Membership).where(Membership.organization_id == org.id,
-                                               Membership.user_id == user_id))
+    found = membership_of(db, org.id, user_id)
     if found is None:
         raise errors.NotFound(f"user {user_id} is not a member of {org.permalink!r}")
     return found
@@ -75,13 +79,13 @@ def add_member(db: Session, principal, org: Organization, *, user_id: int | None
     if user is None:
         raise errors.ValidationError("user_id: no such account; invite the address instead",
                                      field="user_id")
-    if db.scalar(select(Membership.id).where(Membership.organization_id == org.id,
-                                             Membership.user_id == user.id)):
-        raise errors.ValidationError(f"user_id: user {user.id} is already a member",
-                                     field="user_id")
+    taken = errors.ValidationError(f"user_id: user {user.id} is already a member",
+                                   field="user_id")
+    if membership_of(db, org.id, user.id) is not None:
+        raise taken
     membership = Membership(organization_id=org.id, user_id=user.id, role=role)
-    db.add(membership)
-    db.flush()
+    with unique.guard(db, taken):  # added twice at once, or while accepting an invitation
+        db.add(membership)
     return membership
 
 
@@ -125,8 +129,7 @@ def invite(db: Session, principal, org: Organization, *, email: str, role: str) 
         permissions.authorize(principal, "owners.manage", org.id)
     email = users.normalize_email(email)
     existing = users.find_by_email(db, email)
-    if existing is not None and db.scalar(select(Membership.id).where(
-            Membership.organization_id == org.id, Membership.user_id == existing.id)):
+    if existing is not None and membership_of(db, org.id, existing.id) is not None:
         raise errors.ValidationError(f"email_address: {email} is already a member",
                                      field="email_address")
     now = clock.now()
@@ -225,12 +228,13 @@ def _accept(db: Session, token: str, user: User | None, password: str | None,
                          .execution_options(synchronize_session=False))
     if claimed.rowcount != 1:
         raise _bad_token()
-    membership = db.scalar(select(Membership).where(Membership.organization_id == inv.organization_id,
-                                                    Membership.user_id == user.id))
+    membership = membership_of(db, inv.organization_id, user.id)
     if membership is None:
         membership = Membership(organization_id=inv.organization_id, user_id=user.id, role=inv.role)
-        db.add(membership)
-        db.flush()
+        with unique.guard(db, errors.ValidationError(
+                f"token: {user.email_address} became a member of the organization meanwhile",
+                field="token")):
+            db.add(membership)
     audit.record(db, "invitation_accepted", client, user=user,
                  details=f"organization {inv.organization.permalink} as {inv.role}"
                          + ("; account created" if created else ""))

@@ -1,4 +1,5 @@
-"""User accounts: registration, login (lockout, TOTP), logout, profile, password change and reset.
+"""User accounts: registration, login (lockout, TOTP, a passkey as second factor), logout,
+profile, password change and reset.
 
 Failures that must outlive the failing request (failed-login counters, lockouts, audit rows)
 are committed before the error is raised (``audit.fail``).
@@ -12,13 +13,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import case, exists, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db import tenancy
-from chalicelib.db.models import Membership, PasswordResetToken, User, UserSession
+from chalicelib.db import tenancy, unique
+from chalicelib.db.models import Membership, Passkey, PasswordResetToken, User, UserSession
 from chalicelib.services.accounts import audit, passwords, sessions, totp
 from chalicelib.services.security.tokens import generate_secret, hash_secret
 from chalicelib.shapes import builds
@@ -42,6 +42,11 @@ def find_by_email(db: Session, email: str) -> User | None:
     return db.scalar(select(User).where(User.email_address == email))
 
 
+def _address_taken(email: str) -> errors.ValidationError:
+    return errors.ValidationError(f"email_address: an account for {email} already exists",
+                                  field="email_address")
+
+
 def change_email(db: Session, user: User, value: str) -> str | None:
     """Set the user's address (normalized; unique). Returns the old address, or None when
     it is the same address."""
@@ -51,10 +56,10 @@ def change_email(db: Session, user: User, value: str) -> str | None:
     with tenancy.across_tenants(db, "account-lookup"):  # unique among all accounts
         taken = find_by_email(db, email) is not None
     if taken:
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address")
-    old, user.email_address = user.email_address, email
-    db.flush()
+        raise _address_taken(email)
+    old = user.email_address
+    with unique.guard(db, _address_taken(email)):  # two users moving to it at once
+        user.email_address = email
     return old
 
 
@@ -90,18 +95,12 @@ def create_user(db: Session, *, email: str, first_name: str = "", last_name: str
     if password is not None:
         passwords.validate_new(password)
     if db.scalar(select(exists().where(User.email_address == email))):
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address")
+        raise _address_taken(email)
     user = User(email_address=email, first_name=(first_name or "").strip(),
                 last_name=(last_name or "").strip(), admin=admin,
                 password_hash=passwords.hash_password(password) if password is not None else None)
-    db.add(user)
-    try:
-        with db.begin_nested():
-            db.flush()
-    except IntegrityError:  # a concurrent registration of the same address won the race
-        raise errors.ValidationError(f"email_address: an account for {email} already exists",
-                                     field="email_address") from None
+    with unique.guard(db, _address_taken(email)):  # a concurrent registration of the address
+        db.add(user)
     return user
 
 
@@ -205,14 +204,10 @@ def _refund_attempt(db: Session, user: User, mine) -> None:
                    .execution_options(synchronize_session=False))
 
 
-def login(db: Session, *, email: str, password: str, totp_code: str | None,
-          client: audit.Client) -> tuple[User, UserSession, str]:
-    with tenancy.across_tenants(db, "account-lookup"):
-        return _login(db, email, password, totp_code, client)
-
-
-def _login(db: Session, email: str, password: str, totp_code: str | None,
-           client: audit.Client) -> tuple[User, UserSession, str]:
+def _password_step(db: Session, email: str, password: str,
+                   client: audit.Client) -> tuple[User, object]:
+    """The first factor of a login: the account by its address and its password, counted as
+    an attempt (``_reserve_attempt``). Returns the user and the lock this attempt set."""
     try:
         email = normalize_email(email)
     except errors.ValidationError:
@@ -225,6 +220,22 @@ def _login(db: Session, email: str, password: str, totp_code: str | None,
     mine = _reserve_attempt(db, user, client, "login_failed")
     if not passwords.verify(user.password_hash, password):
         _fail_attempt(db, user, mine, client, "wrong password", wrong)
+    return user, mine
+
+
+def has_passkeys(db: Session, user: User) -> bool:
+    return bool(db.scalar(select(exists().where(Passkey.user_id == user.id))))
+
+
+def login(db: Session, *, email: str, password: str, totp_code: str | None,
+          client: audit.Client) -> tuple[User, UserSession, str]:
+    with tenancy.across_tenants(db, "account-lookup"):
+        return _login(db, email, password, totp_code, client)
+
+
+def _login(db: Session, email: str, password: str, totp_code: str | None,
+           client: audit.Client) -> tuple[User, UserSession, str]:
+    user, mine = _password_step(db, email, password, client)
     if user.totp_enabled:
         if not totp_code:
             _refund_attempt(db, user, mine)
@@ -234,10 +245,38 @@ def _login(db: Session, email: str, password: str, totp_code: str | None,
         if not totp.consume_code(db, user, totp_code):
             _fail_attempt(db, user, mine, client, "invalid TOTP code",
                           errors.InvalidTOTPCode("the TOTP code is wrong, expired or already used"))
+    elif has_passkeys(db, user):
+        # A passkey is a second factor: the password alone no longer signs in.
+        _refund_attempt(db, user, mine)
+        audit.fail(db, errors.PasskeyRequired(
+            "this account uses a passkey as its second factor: POST /api/v2/auth/passkeys/"
+            "login/options with the address and password, then answer with the passkey"),
+            "login_failed", client, user=user, details="passkey missing")
     _accept_attempt(db, user, mine, client, "login_failed")
     if passwords.needs_rehash(user.password_hash):
         user.password_hash = passwords.hash_password(password)
     audit.record(db, "login", client, user=user)
+    return (user, *start_session(db, user, client))
+
+
+def password_before_passkey(db: Session, email: str, password: str,
+                            client: audit.Client) -> User:
+    """The password of a login whose second factor will be a passkey: a wrong one counts as a
+    failed login; a right one gives its attempt back (the login is not done yet), as a
+    missing TOTP code does. The request then acts for that person (their passkeys)."""
+    with tenancy.across_tenants(db, "account-lookup"):
+        user, mine = _password_step(db, email, password, client)
+        _refund_attempt(db, user, mine)
+    tenancy.act(db, tenancy.for_user(user.id))
+    return user
+
+
+def complete_login(db: Session, user: User, client: audit.Client,
+                   details: str) -> tuple[User, UserSession, str]:
+    """A login proven another way than the password (a passkey): refused while the account
+    is locked; clears the failed-login counter; the ``login`` audit event names the way."""
+    _accept_attempt(db, user, None, client, "login_failed")
+    audit.record(db, "login", client, user=user, details=details)
     return (user, *start_session(db, user, client))
 
 

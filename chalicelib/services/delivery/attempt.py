@@ -4,9 +4,14 @@
     hold_reason?            -> held (suppressed, development mode)
     unsignable?             -> HardFail
     prepare                 -> the bytes (first attempt only; later ones resend them)
-    resolve                 -> where it goes (relay, MX hosts); a DNS failure is an outcome
+    egress                  -> the IP pool's addresses, or its relay (egress.py)
+    route                   -> where it goes (relay, MX hosts); a DNS failure, or a pool that
+                               cannot send from here, is an outcome
+    pace                    -> may its destination take it now? If not: paced, no attempt
+    MTA-STS                 -> the recipient domain's policy, for its MX hosts (mta_sts.py)
     send                    -> SMTP, with the InFlight marker committed right before DATA
     record                  -> decide what the outcome means and write it, with its event
+                               (a throttle reply backs the destination off for every worker)
 
 The policy of each step is in ``steps.py``; how the marker and the outcome are written (at
 once, or riding on the next message's marker in a batch) is the ``recorder``'s business.
@@ -25,19 +30,20 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib import observability, queues, statuses
+from chalicelib import clock, observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import recorder as recording, smtp, steps
+from chalicelib.services.delivery import (capture, egress, mta_sts, pacing,
+                                         recorder as recording, smtp, steps)
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import entries as suppressions
 
 log = logging.getLogger(__name__)
 
 
-def attempt(db, message, worker: str, recorder: Recorder) -> str:
+def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -> str:
     """Run the steps for a message claimed by ``worker``; returns what happened ("Sent",
-    "SoftFail", "HardFail", "held", "unknown" or "claim-lost")."""
+    "SoftFail", "HardFail", "held", "unknown", "paced" or "claim-lost")."""
     if message.stale is not None:
         return resolve_unknown(db, message, message.stale, worker, recorder)
     hold = steps.hold_reason(message)
@@ -46,21 +52,30 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
     reason = steps.unsignable(message)
     if reason is not None:
         return record(db, message, worker, recorder, smtp.Outcome(smtp.HARD, reason), None)
-    raw = None
+    raw = size = None
     data = message.sent
     if data is None:
         # Prepared once; every attempt sends these same bytes, and GET .../raw shows them.
-        # Written with the InFlight marker (or the outcome).
+        # Written with the InFlight marker (or the outcome), and the message's size becomes
+        # theirs (DKIM signature, tracking and headers added): one size for the message, the
+        # size of what GET .../raw answers.
         data = raw = steps.prepare(db, message)
+        size = len(data)
+    path = egress.for_pool(db, message.ip_pool_id)
     if not recorder.claim_open:
         # No transaction (nor SQLite write lock) stays open during network I/O, except a
         # batch's open claim on PostgreSQL: it commits with this message's first write.
         db.commit()
+    domain = message.rcpt_to.rpartition("@")[2]
     try:
-        hosts = smtp.targets(message.rcpt_to.rpartition("@")[2])
+        route = smtp.route(domain, path)
     except smtp.TargetError as exc:
         outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
-        return record(db, message, worker, recorder, outcome, None, raw)
+        return record(db, message, worker, recorder, outcome, None, raw, size)
+    wait = pacer.admit(db, message, route.hosts, mx=route.to_mx)
+    if wait is not None:
+        return pace(db, message, worker, recorder, wait, raw, size)
+    policy = mta_sts.policy_for(domain) if route.to_mx else None
     in_flight: list[int] = []
 
     def before_data(host: str) -> None:
@@ -69,19 +84,37 @@ def attempt(db, message, worker: str, recorder: Recorder) -> str:
         raw = None
 
     try:
-        outcome = smtp.send(hosts, mail_from=steps.return_path(message),
-                            rcpt_to=message.rcpt_to, data=data, before_data=before_data)
+        outcome = smtp.send(route.hosts, mail_from=steps.return_path(message),
+                            rcpt_to=message.rcpt_to, data=data, before_data=before_data,
+                            egress=path, policy=policy, relayed=route.relayed)
     except ClaimLost:  # the session was closed without DATA; the row is the other's now
         log.warning("message %s: claim expired before DATA; left to the worker holding it",
                     message.id)
         return "claim-lost"
+    pacer.settle(db, outcome)
     return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
-                  raw)
+                  raw, size)
+
+
+def pace(db, message, worker: str, recorder: Recorder, wait: pacing.Wait,
+         raw: bytes | None, size: int | None) -> str:
+    """Its destination may not take the message now: release the claim with the message due
+    when it may (woken then), the reason shown; no attempt is counted, no event fires. The
+    bytes prepared for it are kept (with their size, as ``record`` keeps them)."""
+    delay = max(0.0, (wait.until - clock.now()).total_seconds())
+    queues.enqueue_after_commit(db, queues.DELIVERIES, message.id, min(delay, SQS_MAX_DELAY))
+    values = pacing.paced_values(message, wait)
+    if size is not None:
+        values["size"] = size
+    pending = recording.outcome(db, message, worker, values, raw=raw,
+                                observe=lambda: _paced(message, wait))
+    return _said("paced", recorder.write(db, pending))
 
 
 def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
-           attempt_id: int | None, raw: bytes | None = None) -> str:
-    """Decide what ``outcome`` means for the message and write it."""
+           attempt_id: int | None, raw: bytes | None = None, size: int | None = None) -> str:
+    """Decide what ``outcome`` means for the message and write it; ``size``: of the bytes
+    prepared for this first attempt."""
     decision = steps.decide(message, outcome)
     if decision.retry_in is not None:
         queues.enqueue_after_commit(db, queues.DELIVERIES, message.id,
@@ -90,9 +123,14 @@ def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
         suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
                               origin="hard_fail", details=decision.suppress)
     values, attempt_row = decision.values, decision.attempt
+    if size is not None:
+        values = {**values, "size": size}
+    # DELIVERY_RELAY=capture: kept, not sent; the inbox entry commits with the outcome.
+    captured = capture.CAPTURED if outcome.status == smtp.SENT and \
+        outcome.host == capture.HOST else None
     pending = recording.outcome(
         db, message, worker, values, event=decision.event, attempt=attempt_row,
-        attempt_id=attempt_id, raw=raw,
+        attempt_id=attempt_id, raw=raw, captured=captured,
         observe=lambda: _observe(message, values["status"], attempt_row, values["attempts"]))
     return _said(outcome.status, recorder.write(db, pending))
 
@@ -102,6 +140,8 @@ def hold_message(db, message, worker: str, recorder: Recorder, hold: steps.Hold)
         db, message, worker, {"status": statuses.HELD, "held": True, "next_attempt_at": None,
                               "status_details": hold.status_details},
         event=("MessageHeld", hold.event_details),
+        # A server switched to Development: its mail goes to the captured-mail inbox.
+        captured=capture.DEVELOPMENT if hold.status_details == steps.DEVELOPMENT else None,
         observe=None if hold.log_reason is None else lambda: _held(message, hold.log_reason))
     return _said("held", recorder.write(db, pending))
 
@@ -136,8 +176,17 @@ def _observe(message, status: str, attempt: dict, attempts: int) -> None:
                       message_id=message.id, token=message.token, server_id=message.server_id,
                       rcpt_to=message.rcpt_to, status=status, attempt=attempts,
                       host=attempt["host"], code=attempt["code"], stage=attempt["stage"],
-                      tls=attempt["tls"], duration_ms=attempt["duration_ms"],
+                      tls=attempt["tls"], tls_verified=attempt["tls_verified"],
+                      mta_sts=attempt["mta_sts"], source_address=attempt["source_address"],
+                      duration_ms=attempt["duration_ms"],
                       details=attempt["details"])
+
+
+def _paced(message, wait: pacing.Wait) -> None:
+    observability.count("paced")
+    observability.log("delivery.paced", "info", message_id=message.id, token=message.token,
+                      server_id=message.server_id, destination=wait.destination,
+                      next_attempt_at=wait.until, details=wait.reason)
 
 
 def _held(message, reason: str) -> None:

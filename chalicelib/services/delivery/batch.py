@@ -16,6 +16,12 @@ What a batch changes
   recipient domain, so consecutive messages for one destination go over one SMTP session
   (``smtp.py`` keeps it, with RSET between messages; a dropped session or a 421
   is replaced by a fresh one before anything of the next message is sent).
+* **One connection slot per destination.** Each message is admitted by per-destination
+  pacing (``pacing.py``) before it is sent; the worker takes the destination's connection
+  slot with the first and keeps it for the consecutive messages to it, giving it back when
+  it moves on or finishes. A message its destination cannot take now (a backoff after a
+  throttle reply, no free slot, its messages a minute) is paced: released with its new due
+  time like any outcome (riding on the next marker), never claimed and dropped.
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
   same commit, as the next message's in-flight marker, and the last one at the batch's end.
@@ -44,8 +50,9 @@ What does not change
 What the merged claim costs
 ---------------------------
 Until the first write commits, the batch's rows are locked by an open transaction during the
-first message's preparation and connection set-up (DNS, connect, EHLO/STARTTLS, MAIL, RCPT:
-milliseconds to a reachable MX, at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
+first message's preparation and connection set-up (DNS, the recipient domain's MTA-STS policy
+when it is not cached yet, connect, EHLO/STARTTLS, MAIL, RCPT: milliseconds to a reachable MX,
+at worst DELIVERY_TIMEOUT_SECONDS per step and host). Anything
 updating those rows meanwhile waits for that commit instead of running at once: a duplicate
 wake-up's claim (it then finds the rows claimed), the sweeper's wake-up mark (it then finds
 them claimed and skips them), an API action on one of them. Nothing is lost or sent twice by
@@ -64,7 +71,7 @@ from sqlalchemy import event
 
 from chalicelib.db import claims, session_scope
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.services.delivery import attempt, claim
+from chalicelib.services.delivery import attempt, claim, pacing
 from chalicelib.services.delivery.recorder import PendingOutcome, Recorder
 
 log = logging.getLogger(__name__)
@@ -134,13 +141,15 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
                     results[message_id] = claim.not_claimed(other, message_id,
                                                             params.get(claims.CLAIM_NOW))
         recorder = BatchRecorder(claim_open=merged and bool(claimed))
+        pacer = pacing.Pacer(worker)  # one connection slot at a time, kept per destination
         event.listen(db, "after_commit", recorder.claim_committed)
         try:
             queue = sorted(claimed.values(), key=_destination)
             while queue:
                 message = queue.pop(0)
                 try:
-                    results[message.id] = attempt.attempt(db, message, worker, recorder)
+                    results[message.id] = attempt.attempt(db, message, worker, recorder,
+                                                          pacer)
                 except Exception:  # noqa: BLE001
                     # As for a single message: its claim stays and expires, so it is retried;
                     # the rest of the batch goes on.
@@ -153,6 +162,7 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
                 if recorder.claim_open:  # not committed by a write after all: now
                     db.commit()
             recorder.flush()
+            pacer.finish(db)
             for message_id in recorder.lost:  # its outcome was not written: see settle()
                 results[message_id] = "claim-lost"
         finally:

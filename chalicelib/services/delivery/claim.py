@@ -3,7 +3,8 @@ claim.
 
 The claim is one ``UPDATE ... RETURNING`` (db/claims.py) whose RETURNING also reads what the
 attempt needs: the source, the bytes of an earlier attempt, the signing domain and its key, a
-stale InFlight attempt, an active suppression and whether the stream wants List-Unsubscribe.
+stale InFlight attempt, an active suppression, whether the stream wants List-Unsubscribe and
+the IP pool to send from.
 So the claim and its reads are ONE round trip; the row it returns works where a Message is
 expected (its columns are named like Message's attributes).
 
@@ -18,8 +19,8 @@ from sqlalchemy import bindparam, func, literal_column, or_, select
 from chalicelib import clock, queues, statuses
 from chalicelib.db import claims, tenancy
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import (Delivery, Domain, Message, MessageRaw, Server, Stream,
-                                  Submission, Suppression)
+from chalicelib.db.models import (Delivery, Domain, IPPool, Message, MessageRaw, Server,
+                                  Stream, Submission, Suppression)
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.services.delivery import writes
 from chalicelib.services.domains import names as domain_names
@@ -44,6 +45,12 @@ def _claimed_columns():
         M.c.track_clicks,
         select(Server.mode).where(Server.id == outer("server_id")).scalar_subquery()
         .label("server_mode"),
+        # The IP pool it sends from: the server's, else the default pool (egress.py);
+        # pacing keeps each destination's state per pool (pacing.py).
+        func.coalesce(
+            select(Server.ip_pool_id).where(Server.id == outer("server_id")).scalar_subquery(),
+            select(IPPool.id).where(IPPool.is_default.is_(True)).order_by(IPPool.id).limit(1)
+            .scalar_subquery()).label("ip_pool_id"),
         select(Submission.raw).where(Submission.id == outer("submission_id"))
         .scalar_subquery().label("source"),
         select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.db import claims, session_scope
-from chalicelib.services.delivery import attempt, batch, claim
+from chalicelib.services.delivery import attempt, batch, claim, pacing
 from chalicelib.services.delivery.claim import find_due  # noqa: F401  (the sweeper's)
 from chalicelib.services.delivery.recorder import Recorder
 
@@ -27,13 +27,17 @@ def process(message_id: int) -> str:
         rows = claim.run(db, claim.statement(), params)
         if not rows:
             return claim.not_claimed(db, message_id, params[claims.CLAIM_NOW])
+        pacer = pacing.Pacer(worker)
         try:
-            return attempt.attempt(db, rows[0], worker, Recorder())
+            result = attempt.attempt(db, rows[0], worker, Recorder(), pacer)
         except BaseException:
-            # Leave the claim: it expires and the row is retried (an unexpected error must not
-            # turn into a tight loop). The session rolls back anything uncommitted.
+            # Leave the claim (and a connection slot the pacer holds): both expire and the
+            # row is retried (an unexpected error must not turn into a tight loop). The
+            # session rolls back anything uncommitted.
             log.exception("delivery of message %s failed unexpectedly", message_id)
             raise
+        pacer.finish(db)
+        return result
 
 
 def process_batch(message_ids: list[int]) -> dict[int, str]:

@@ -43,12 +43,13 @@ class PendingOutcome(NamedTuple):
 
 def outcome(db, message, worker: str, values: dict, *, event: tuple[str, str] | None = None,
             attempt: dict | None = None, attempt_id: int | None = None,
-            raw: bytes | None = None,
+            raw: bytes | None = None, captured: str | None = None,
             observe: Callable[[], None] | None = None) -> PendingOutcome:
     """The outcome's writes, not yet run: the message (``values``, and the release of the
     claim), the attempt (new, or the InFlight row ``attempt_id`` completed), the prepared
-    bytes, the event with its counters and webhook rows. ``observe`` (its log line and
-    counter) runs once it is written."""
+    bytes, the captured-mail inbox entry (``captured``: its reason), the event with its
+    counters and webhook rows. ``observe`` (its log line and counter) runs once it is
+    written."""
     dialect = db.get_bind().dialect.name
     now = clock.now()
     params = {"m_id": message.id, "m_now": now, "m_worker": worker,
@@ -57,6 +58,8 @@ def outcome(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
         params.update({f"a_{k}": v for k, v in attempt.items()}, a_id=attempt_id)
     if raw is not None:
         params["r_raw"] = raw
+    if captured is not None:
+        params.update(c_server=message.server_id, c_reason=captured)
     deltas: Counter = Counter()
     before = (message.scope, message.status, message.bounce, message.held, message.stream_id,
               message.tag, message.created_at)
@@ -78,9 +81,10 @@ def outcome(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
         items = []
     params.update(counters.upsert_params(items))
     shape = ("finish", tuple(values), tuple(attempt) if attempt is not None else None,
-             attempt_id is not None, raw is not None, len(items), event is not None)
+             attempt_id is not None, raw is not None, len(items), event is not None,
+             captured is not None)
     build = lambda: writes.finish_statements(dialect, *shape[1:5], items,  # noqa: E731
-                                             event is not None)
+                                             event is not None, captured is not None)
     return PendingOutcome(message, values.get("status"), shape, build, params,
                           event is not None, observe)
 

@@ -1,22 +1,29 @@
 """One delivery attempt of one outgoing message over SMTP (no database in here).
 
-``targets(domain)`` answers where the mail goes: DELIVERY_RELAY when set (``capture``: kept on
-disk, see capture.py; ``mx``: as when empty), else the recipient
-domain's MX hosts in preference order (equal preferences shuffled), else the domain itself
-when it has A/AAAA records but no MX (RFC 5321 5.1). A null MX (RFC 7505) or a domain that
-does not exist is a permanent failure; a DNS timeout is a temporary one.
+``route(domain, egress)`` answers where the mail goes: nowhere when DELIVERY_RELAY is
+``capture`` (kept in the captured-mail inbox, see capture.py); the IP pool's relay when the pool sends through
+one (``egress.py``); DELIVERY_RELAY when set (``mx``: as when empty); else ``targets``: the
+recipient domain's MX hosts in preference order (equal preferences shuffled), else the domain
+itself when it has A/AAAA records but no MX (RFC 5321 5.1). A null MX (RFC 7505) or a domain
+that does not exist is a permanent failure; a DNS timeout is a temporary one; a pool that
+cannot send from here defers.
 
-``send(...)`` walks the targets in order until one of them answers the envelope: a host that
+``send(...)`` walks the hosts in order until one of them answers the envelope: a host that
 cannot be reached, or refuses the connection at the greeting, passes the message on to the
-next. STARTTLS is used whenever offered (opportunistic TLS as in RFC 7435: certificates are
-not verified, since MX certificates rarely match and a refusal would only push the mail to
-plain text). ``before_data`` is called right before the DATA command, so the caller can
-record that the end-of-data stage is about to be reached (see attempt.py).
+next. How a session is opened (the host resolved through DNS_RESOLVERS, the pool's source
+address bound, EHLO with its name, STARTTLS) is ``connect.py``'s. An MTA-STS ``policy`` of the
+recipient domain (``mta_sts.py``) decides the TLS: in ``enforce`` mode only MX hosts the policy
+lists are tried, each over STARTTLS with a certificate valid for its name, else the message is
+deferred with the reason; ``testing`` delivers as without a policy and reports what enforce
+would have refused (logged, and in the attempt's details); ``none`` is no policy. Without one,
+STARTTLS is used whenever offered, its certificate not checked (RFC 7435). ``before_data`` is
+called right before the DATA command, so the caller can record that the end-of-data stage is
+about to be reached (see attempt.py).
 
 Connections are reused: after a session answered a message (accepted it, or refused it with
-anything but 421), it stays open (per thread, per host, at most IDLE_REUSE_SECONDS idle) and
-the next message to the same host starts with MAIL FROM on it (RSET first when the previous
-transaction was left half-way), as
+anything but 421), it stays open (per thread, per host, pool and TLS requirement, at most
+IDLE_REUSE_SECONDS idle) and the next message to the same host starts with MAIL FROM on it
+(RSET first when the previous transaction was left half-way), as
 Postfix's connection cache does. A cached session found dead (or answering 421) at RSET or
 MAIL is replaced by a fresh one; nothing of the new message had been sent, so this is safe.
 
@@ -27,18 +34,20 @@ from __future__ import annotations
 
 import random
 import smtplib
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from chalicelib.config import get_settings
-from chalicelib import dns_lookup, statuses
+from chalicelib import dns_lookup, observability, statuses
+from chalicelib.services.delivery import connect, relay_report
+from chalicelib.services.delivery.connect import describe as _describe, text as _text
+from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
 SENT, SOFT, HARD = statuses.SENT, statuses.SOFT_FAIL, statuses.HARD_FAIL
-MAX_OUTPUT = 1000
-CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept on disk, never sent (services/capture)
+CAPTURE = ("capture", 0)  # DELIVERY_RELAY=capture: kept, never sent (delivery/capture.py)
+__all__ = ["parse_relay"]  # re-exported: DELIVERY_RELAY's syntax
 
 
 @dataclass
@@ -49,6 +58,9 @@ class Outcome:
     code: int | None = None
     output: str | None = None   # the remote server's reply text
     tls: bool = False
+    tls_verified: bool = False  # the certificate was validated for the host's name
+    mta_sts: str | None = None  # the recipient domain's MTA-STS mode that applied
+    source_address: str | None = None  # the IP pool address bound
     stage: str = "connect"      # connect, envelope, data, done
     duration_ms: int = 0
     # True when the remote server permanently refused this recipient or message (not the
@@ -65,32 +77,48 @@ class TargetError(Exception):
         self.recipient_rejected = recipient_rejected
 
 
-def parse_relay(value: str) -> tuple[str, int]:
-    value = value.strip()
-    if value.startswith("["):  # [::1]:2525
-        host, _, rest = value[1:].partition("]")
-        return host, int(rest.lstrip(":") or 25)
-    if value.count(":") == 1:
-        host, port = value.split(":")
-        return host, int(port)
-    return value, 25
+class Route(NamedTuple):
+    hosts: list[tuple[str, int]]
+    to_mx: bool = False       # the recipient domain's own MX hosts (MTA-STS applies)
+    relayed: bool = False     # through the IP pool's relay
+
+
+def route(domain: str, egress: Egress = DIRECT) -> Route:
+    """Where a message to ``domain`` goes; raises TargetError when it cannot go now."""
+    relay = configured_relay()
+    if relay == CAPTURE:
+        return Route([CAPTURE])
+    if egress.blocked:
+        raise TargetError(SOFT, egress.blocked)
+    if egress.relay is not None:
+        return Route([egress.relay], relayed=True)
+    return Route(targets(domain), to_mx=relay is None)
+
+
+def configured_relay() -> tuple[str, int] | None:
+    """DELIVERY_RELAY: CAPTURE, a (host, port) or None (the MX hosts)."""
+    relay = get_settings().delivery_relay.strip()
+    if relay.lower() == "capture":
+        return CAPTURE
+    if relay and relay.lower() != "mx":
+        return parse_relay(relay)
+    return None
 
 
 def targets(domain: str) -> list[tuple[str, int]]:
     """(host, port) pairs to try for ``domain``; raises TargetError when there are none."""
+    relay = configured_relay()
+    if relay is not None:
+        return [relay]
     settings = get_settings()
-    relay = settings.delivery_relay.strip()
-    if relay.lower() == "capture":
-        return [CAPTURE]
-    if relay and relay.lower() != "mx":
-        return [parse_relay(relay)]
+    port = settings.delivery_mx_port
     lifetime = min(30.0, settings.delivery_timeout_seconds)
     try:
         answer = dns_lookup.resolve(domain, "MX", lifetime)
     except dns_lookup.NXDOMAIN:
         raise TargetError(HARD, f"the domain {domain} does not exist (NXDOMAIN)", True) from None
     except dns_lookup.NoAnswer:
-        return [(_implicit_mx(domain, lifetime), 25)]
+        return [(_implicit_mx(domain, lifetime), port)]
     except dns_lookup.UNAVAILABLE as exc:
         raise TargetError(SOFT, f"DNS lookup of MX {domain} failed: {exc}") from None
     records = sorted(answer, key=lambda r: (r.preference, random.random()))
@@ -98,7 +126,7 @@ def targets(domain: str) -> list[tuple[str, int]]:
     hosts = [h for h in hosts if h not in ("", ".")]
     if not hosts:
         raise TargetError(HARD, f"{domain} publishes a null MX: it accepts no mail", True)
-    return [(host, 25) for host in hosts]
+    return [(host, port) for host in hosts]
 
 
 def _implicit_mx(domain: str, lifetime: float) -> str:
@@ -113,43 +141,33 @@ def _implicit_mx(domain: str, lifetime: float) -> str:
     raise TargetError(HARD, f"{domain} has no MX, A or AAAA record", True)
 
 
-def _text(reply: bytes | str | None) -> str | None:
-    if reply is None:
-        return None
-    if isinstance(reply, bytes):
-        reply = reply.decode("utf-8", "replace")
-    return reply.replace("\r", " ").replace("\n", " ")[:MAX_OUTPUT]
-
-
-def _tls_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 IDLE_REUSE_SECONDS = 20.0
 MAX_CACHED = 8
 _cache = threading.local()
 
 
-def _take_cached(host: str, port: int):
+class _Cached(NamedTuple):
+    session: connect.Session
+    clean: bool      # the last transaction ended with the reply to its data
+    since: float
+
+
+def _take_cached(key: tuple) -> _Cached | None:
     conns: dict = getattr(_cache, "conns", {})
-    entry = conns.pop((host, port), None)
+    entry = conns.pop(key, None)
     if entry is None:
         return None
-    smtp, tls, clean, since = entry
-    if time.monotonic() - since > IDLE_REUSE_SECONDS:
-        _close(smtp)
+    if time.monotonic() - entry.since > IDLE_REUSE_SECONDS:
+        _close(entry.session.smtp)
         return None
-    return smtp, tls, clean
+    return entry
 
 
-def _put_cached(host: str, port: int, smtp, tls: bool, clean: bool) -> None:
+def _put_cached(key: tuple, session: connect.Session, clean: bool) -> None:
     conns: dict = _cache.__dict__.setdefault("conns", {})
     while len(conns) >= MAX_CACHED:
-        _close(conns.pop(next(iter(conns)))[0])
-    conns[(host, port)] = (smtp, tls, clean, time.monotonic())
+        _close(conns.pop(next(iter(conns))).session.smtp)
+    conns[key] = _Cached(session, clean, time.monotonic())
 
 
 def _close(smtp) -> None:
@@ -163,39 +181,80 @@ def close_cached() -> None:
     """Close this thread's cached sessions (tests, shutdown)."""
     conns: dict = getattr(_cache, "conns", {})
     while conns:
-        _close(conns.popitem()[1][0])
+        _close(conns.popitem()[1].session.smtp)
 
 
 class _NextHost(Exception):
     """This host could not take the message; try the next one."""
 
 
+class _Stop(Exception):
+    """A connect hook refused and said not to try another host."""
+
+
 def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: bytes,
-         before_data: Callable[[str], None] | None = None) -> Outcome:
+         before_data: Callable[[str], None] | None = None, egress: Egress = DIRECT,
+         policy=None, relayed: bool = False) -> Outcome:
     """Try ``hosts`` in order; returns the Outcome of the host that answered the envelope
-    (or the last failure when none did)."""
+    (or the last failure when none did). ``egress``: the IP pool's sources; ``policy``: the
+    recipient domain's MTA-STS policy (``mta_sts.Policy``), for MX hosts; ``relayed``: the
+    hosts are the IP pool's relay, whose report of the onward delivery the outcome takes."""
     started = time.perf_counter()
     if hosts == [CAPTURE]:
         return _capture(mail_from, rcpt_to, data, started)
+    domain = rcpt_to.rpartition("@")[2].lower()
+    mode = policy.mode if policy is not None and policy.mode != "none" else None
     tried: list[str] = []
+    refusals: list[str] = []  # what an MTA-STS policy refused (enforce) or would have
+    skipped: list[str] = []   # MX hosts an enforce policy does not list
     last = Outcome(SOFT, "no host to try")
     for host, port in hosts:
         label = f"{host}:{port}" if port != 25 else host
+        if mode is not None and not policy.matches(host):
+            if mode == "enforce":
+                skipped.append(host)
+                continue
+            refusals.append(f"{host} is not an MX host the policy lists")
         tried.append(label)
-        outcome = Outcome(SOFT, "", host=label)
+        tls_mode = {"enforce": connect.REQUIRE, "testing": connect.REPORT}.get(
+            mode, connect.OPPORTUNISTIC)
+        outcome = Outcome(SOFT, "", host=label, mta_sts=policy.mode if policy else None)
         try:
             _converse(host, port, outcome, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
-                      before_data=before_data)
+                      before_data=before_data, egress=egress, tls_mode=tls_mode, domain=domain,
+                      refusals=refusals)
         except _NextHost:
             last = outcome
             continue
+        except _Stop:
+            last = outcome
+            break
         last = outcome
         break
+    if skipped and not tried:
+        last = Outcome(SOFT, f"the MTA-STS policy of {domain} (enforce) lists none of its MX "
+                             f"hosts ({', '.join(skipped)}; it allows {policy.describe()}): "
+                             "not sent", mta_sts=policy.mode)
+    elif skipped and last.status != SENT:
+        last.details += f" (not tried, not in the MTA-STS policy: {', '.join(skipped)})"
+    if relayed:
+        relay_report.apply(last)
     last.tried = tried
     last.duration_ms = int((time.perf_counter() - started) * 1000)
     if last.status == SOFT and last.stage == "connect" and len(tried) > 1:
         last.details = f"no host accepted a connection ({', '.join(tried)}): {last.details}"
+    if refusals and mode == "testing":
+        _report_testing(domain, last, refusals)
     return last
+
+
+def _report_testing(domain: str, outcome: Outcome, refusals: list[str]) -> None:
+    """Testing mode delivered anyway: say what enforce would have refused."""
+    problems = "; ".join(refusals)
+    outcome.details = f"{outcome.details}; MTA-STS policy of {domain} in testing mode, " \
+                      f"enforce would have refused: {problems}"
+    observability.log("delivery.mta_sts", "warning", domain=domain, mode="testing",
+                      host=outcome.host, status=outcome.status, problems=problems)
 
 
 def _capture(mail_from: str, rcpt_to: str, data: bytes, started: float) -> Outcome:
@@ -207,13 +266,15 @@ def _capture(mail_from: str, rcpt_to: str, data: bytes, started: float) -> Outco
         return Outcome(SOFT, f"could not capture the message: {_describe(exc)}",
                        host=capture.HOST, tried=[capture.HOST],
                        duration_ms=int((time.perf_counter() - started) * 1000))
-    return Outcome(SENT, f"captured (DELIVERY_RELAY=capture), not sent: {path}",
-                   host=capture.HOST, code=250, output=f"captured in {path}", stage="done",
+    where = path or "the captured-mail inbox"
+    return Outcome(SENT, f"captured (DELIVERY_RELAY=capture), not sent: {where}",
+                   host=capture.HOST, code=250, output=f"captured in {where}", stage="done",
                    tried=[capture.HOST],
                    duration_ms=int((time.perf_counter() - started) * 1000))
 
 
-def _classify(outcome: Outcome, code: int, reply, stage: str, what: str) -> None:
+def _classify(outcome: Outcome, code: int, reply, stage: str, what: str,
+              domain: str = "") -> None:
     outcome.code, outcome.output, outcome.stage = code, _text(reply), stage
     if 200 <= code < 300:
         outcome.status = SENT
@@ -227,68 +288,63 @@ def _classify(outcome: Outcome, code: int, reply, stage: str, what: str) -> None
         outcome.details = f"{outcome.host} deferred {what}: {code} {outcome.output}"
 
 
-def _open(host: str, port: int, outcome: Outcome) -> smtplib.SMTP:
-    settings = get_settings()
-    smtp = smtplib.SMTP(local_hostname=settings.smtp_hostname,
-                        timeout=settings.delivery_timeout_seconds)
-    smtp._host = host  # smtplib takes the TLS server name from here (SNI)
+def _open(host: str, port: int, outcome: Outcome, *, egress: Egress, tls_mode: str,
+          domain: str) -> connect.Session:
     try:
-        code, reply = smtp.connect(host, port)
-        if code != 220:
-            raise smtplib.SMTPConnectError(code, reply)
-        code, reply = smtp.ehlo()
-        if not 200 <= code < 300:
-            code, reply = smtp.helo()
-            if not 200 <= code < 300:
-                raise smtplib.SMTPHeloError(code, reply)
-        if smtp.has_extn("starttls"):
-            code, reply = smtp.starttls(context=_tls_context())
-            if code == 220:
-                outcome.tls = True
-                smtp.ehlo()
-    except (OSError, ValueError, smtplib.SMTPException) as exc:
-        smtp.close()
+        session = connect.open_session(host, port, egress=egress, tls_mode=tls_mode,
+                                       domain=domain)
+    except connect.Unreachable as exc:
         outcome.status, outcome.stage = SOFT, "connect"
-        if isinstance(exc, smtplib.SMTPResponseException):
-            outcome.code, outcome.output = exc.smtp_code, _text(exc.smtp_error)
-        outcome.details = f"could not open a session with {outcome.host}: {_describe(exc)}"
-        raise _NextHost() from None
-    return smtp
+        outcome.code, outcome.output = exc.code, exc.output
+        outcome.details = exc.details
+        raise (_NextHost if exc.next_host else _Stop)() from None
+    return session
+
+
+def _use(outcome: Outcome, session: connect.Session) -> None:
+    outcome.tls, outcome.tls_verified = session.tls, session.verified
+    outcome.source_address = session.source
 
 
 def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to: str,
-              data: bytes, before_data) -> None:
-    cached = _take_cached(host, port)
+              data: bytes, before_data, egress: Egress, tls_mode: str, domain: str,
+              refusals: list[str]) -> None:
+    key = (host, port, egress.key, tls_mode)
+    cached = _take_cached(key)
+    code = reply = None
     if cached is not None:
-        smtp, outcome.tls, clean = cached
+        session = cached.session
         try:
             # After a transaction that ended with the reply to its data the server has
             # already reset its state (RFC 5321 4.1.1.4); after one left half-way (a refused
             # recipient) RSET clears it. Either way nothing of this message was sent before
             # the session proved alive, so a dead one is safely replaced.
-            code = 250 if clean else smtp.rset()[0]
+            code = 250 if cached.clean else session.smtp.rset()[0]
             if code == 250:
-                code, reply = smtp.mail(mail_from)
+                code, reply = session.smtp.mail(mail_from)
             else:
                 code = 421
         except (OSError, smtplib.SMTPException):
             code, reply = 421, b"cached session lost"
         if code == 421:  # the server ended the idle session: start a fresh one
-            smtp.close()
+            session.smtp.close()
             cached = None
     if cached is None:
-        outcome.tls = False
-        smtp = _open(host, port, outcome)
+        session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
         code = None
+    _use(outcome, session)
+    if session.problem:  # testing mode: a new session or a reused one, reported each time
+        refusals.append(session.problem)
+    smtp = session.smtp
     broken = completed = False
     try:
         if code is None:
             code, reply = smtp.mail(mail_from)
         if code != 250:
-            return _classify(outcome, code, reply, "envelope", "the sender")
+            return _classify(outcome, code, reply, "envelope", "the sender", domain)
         code, reply = smtp.rcpt(rcpt_to)
         if code not in (250, 251):
-            return _classify(outcome, code, reply, "envelope", "the recipient")
+            return _classify(outcome, code, reply, "envelope", "the recipient", domain)
         if before_data is not None:
             before_data(outcome.host)
         outcome.stage = "data"
@@ -296,8 +352,10 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
             code, reply = smtp.data(data)
             completed = True
         except smtplib.SMTPDataError as exc:  # DATA itself refused (no 354)
-            return _classify(outcome, exc.smtp_code, exc.smtp_error, "data", "the message")
-        _classify(outcome, code, reply, "done" if 200 <= code < 300 else "data", "the message")
+            return _classify(outcome, exc.smtp_code, exc.smtp_error, "data", "the message",
+                             domain)
+        _classify(outcome, code, reply, "done" if 200 <= code < 300 else "data", "the message",
+                  domain)
     except (OSError, smtplib.SMTPException) as exc:
         broken = True
         outcome.status = SOFT
@@ -309,12 +367,6 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
         # A session that answered (even a refusal) serves the next message; one
         # that failed or is closing (421) does not.
         if not broken and outcome.code is not None and outcome.code != 421:
-            _put_cached(host, port, smtp, outcome.tls, completed)
+            _put_cached(key, session, completed)
         else:
             _close(smtp)
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, smtplib.SMTPResponseException):
-        return f"{exc.smtp_code} {_text(exc.smtp_error)}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

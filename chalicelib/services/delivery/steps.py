@@ -107,5 +107,7 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
     values["status_details"] = details
     attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
                    code=outcome.code, output=outcome.output, details=details, category=category,
-                   tls=outcome.tls, duration_ms=outcome.duration_ms, created_at=now)
+                   tls=outcome.tls, tls_verified=outcome.tls_verified, mta_sts=outcome.mta_sts,
+                   source_address=outcome.source_address, duration_ms=outcome.duration_ms,
+                   created_at=now)
     return Decision(values, event, attempt, retry_in, suppress)

@@ -20,11 +20,13 @@ from sqlalchemy.sql.selectable import CTE
 from chalicelib import statuses
 from chalicelib.db import counters, tenancy
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, WebhookRequest
+from chalicelib.db.models import (CapturedMessage, Delivery, Message, MessageEvent, MessageRaw,
+                                  WebhookRequest)
 from chalicelib.services.webhooks import payload
 
 M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
               MessageRaw.__table__)
+C = CapturedMessage.__table__
 CLAIM = "claim"  # tag: the guarded outcome's message row was still ours, and is written
 GUARD = "om"  # the outcome's message UPDATE, as the CTE its other writes read from
 
@@ -56,17 +58,18 @@ def in_flight_statements(with_raw: bool) -> list:
             ["message_id", "raw"], select(M.c.id, bind("i_raw", R.c.raw)).where(*held))
             .returning(R.c.message_id))
     statements.append(insert(D).from_select(
-        ["message_id", "status", "stage", "host", "tls", "created_at"],
+        ["message_id", "status", "stage", "host", "tls", "tls_verified", "created_at"],
         select(M.c.id, literal(statuses.IN_FLIGHT), literal("data"), bind("i_host", D.c.host),
-               literal(False), bind("i_now", D.c.created_at)).where(*held))
+               literal(False), literal(False), bind("i_now", D.c.created_at)).where(*held))
         .returning(D.c.id))
     return statements
 
 
 def finish_statements(dialect: str, values: tuple, attempt: tuple | None, attempt_id: bool,
-                      raw: bool, counter_items: list, event: bool) -> list:
+                      raw: bool, counter_items: list, event: bool,
+                      captured: bool = False) -> list:
     """The outcome's statements for one shape, every value a bind parameter (m_*, a_*, r_raw,
-    e_*, the counters' own names, wh_event): see ``recorder.outcome`` for the values. The
+    e_*, c_*, the counters' own names, wh_event): see ``recorder.outcome`` for the values. The
     first is the message UPDATE, guarded on our claim; on PostgreSQL it is already the CTE
     ``GUARD`` and the others take the message id from it (no row there: they write nothing)."""
     mid, now, worker = bind("m_id", M.c.id), bind("m_now", M.c.updated_at), \
@@ -95,6 +98,10 @@ def finish_statements(dialect: str, values: tuple, attempt: tuple | None, attemp
             add(D, columns).returning(D.c.id))
     if raw:
         statements.append(add(R, {"raw": bind("r_raw", R.c.raw)}).returning(R.c.message_id))
+    if captured:  # an entry of the server's captured-mail inbox (messages/captured.py)
+        statements.append(add(C, {"server_id": bind("c_server", C.c.server_id),
+                                  "reason": bind("c_reason", C.c.reason),
+                                  "created_at": now}).returning(C.c.id))
     if event:
         statements.append(add(E, {
             "server_id": bind("e_server", E.c.server_id), "event": bind("e_event", E.c.event),

@@ -234,24 +234,34 @@ def lookup(p: dict) -> list[dict]:
 # --- keeping the result ---------------------------------------------------------------------
 
 def _key(record: dict) -> str:
-    return f"{record['kind']}:{record['name']}"
+    return f"{record['kind']}:{record['name']}:{record.get('address', '')}"
+
+
+def carry_lost(previous: list[dict], records: list[dict], now: datetime) -> list[dict]:
+    """Mark ``records`` that were ok in ``previous`` (the last check's) and are not now with
+    ``lost_at`` (now, or kept from the check that first found them wrong). Returns the ones
+    lost at this check (to log)."""
+    before_by_key = {_key(r): r for r in previous}
+    lost = []
+    for record in records:
+        before = before_by_key.get(_key(record))
+        if record["status"] == OK or before is None:
+            continue
+        if before.get("status") == OK:
+            record["lost_at"] = _iso(now)
+            lost.append(record)
+        elif before.get("lost_at"):
+            record["lost_at"] = before["lost_at"]
+    return lost
 
 
 def apply(domain: Domain, records: list[dict], now: datetime) -> dict:
     """Keep the result on the domain: carry ``lost_at`` forward, switch the return path and
     tracking domain on or off. Returns the check's answer."""
-    previous = {_key(r): r for r in ((domain.dns_check or {}).get("records") or [])}
-    for record in records:
-        before = previous.get(_key(record))
-        if record["status"] == OK or before is None:
-            continue
-        if before.get("status") == OK:
-            record["lost_at"] = _iso(now)
-            log.warning("domain %s (id %s): the %s record %s %s is %s now (%s)", domain.name,
-                        domain.id, record["kind"], record["name"], record["type"],
-                        record["status"], record["detail"])
-        elif before.get("lost_at"):
-            record["lost_at"] = before["lost_at"]
+    for record in carry_lost((domain.dns_check or {}).get("records") or [], records, now):
+        log.warning("domain %s (id %s): the %s record %s %s is %s now (%s)", domain.name,
+                    domain.id, record["kind"], record["name"], record["type"],
+                    record["status"], record["detail"])
     for record in records:
         if record["kind"] == "return_path":
             _switch(domain, "return_path_verified_at", record["status"], now)

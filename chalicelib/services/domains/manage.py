@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import unique
 from chalicelib.db.models import Domain, Server
 from chalicelib.services.dkim import keys as dkim_keys
 from chalicelib.services.domains import names, records, reserved
@@ -22,16 +23,17 @@ def create_domain(db: Session, server: Server, name: str) -> Domain:
     reason = reserved.reserved_reason(ascii_name)
     if reason is not None:
         raise errors.ValidationError(f"name: {reason}; add a domain you own", field="name")
+    taken = errors.ValidationError(f"name: {ascii_name} is already a domain of this server",
+                                   field="name")
     if db.scalar(select(Domain).where(Domain.server_id == server.id, Domain.name == ascii_name)):
-        raise errors.ValidationError(f"name: {ascii_name} is already a domain of this server",
-                                     field="name")
+        raise taken
     encrypted, public_b64 = dkim_keys.generate()
     domain = Domain(server_id=server.id, name=ascii_name,
                     verification_token=secrets.token_urlsafe(24),
                     dkim_selector=dkim_keys.new_selector(), dkim_private_key_encrypted=encrypted,
                     dkim_public_key=public_b64)
-    db.add(domain)
-    db.flush()
+    with unique.guard(db, taken):  # added twice at once (the key generation takes a while)
+        db.add(domain)
     return domain
 
 

@@ -1,11 +1,13 @@
 """The DNS records a sending domain should publish: verification, SPF and DKIM TXT records, a
-DMARC record, the return-path CNAME (``<return_path_host>.<name>`` -> RETURN_PATH_DOMAIN),
+DMARC record (asking for aggregate reports at the domain's report address) with the
+authorization record that address needs in the installation's zone, the return-path CNAME (``<return_path_host>.<name>`` -> RETURN_PATH_DOMAIN),
 the next DKIM key while one is pending and, when set, the tracking CNAME."""
 from __future__ import annotations
 
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain
 from chalicelib.services.dkim import keys as dkim_keys
+from chalicelib.services.dmarc import addresses as dmarc_addresses
 from chalicelib.services.domains import names
 
 
@@ -19,9 +21,14 @@ def dns_records(domain: Domain) -> dict:
         "dkim": dkim_keys.record(domain.name, domain.dkim_selector, domain.dkim_public_key),
         "return_path": {"type": "CNAME", "name": names.return_path_name(domain),
                         "value": settings.effective_return_path_domain},
-        # A starting point: any DMARC policy passes the check; p=none only reports.
-        "dmarc": {"type": "TXT", "name": f"_dmarc.{domain.name}", "value": "v=DMARC1; p=none"},
+        # A starting point: any DMARC policy passes the check; p=none only reports, and
+        # the aggregate reports come to us (services/dmarc/).
+        "dmarc": {"type": "TXT", "name": f"_dmarc.{domain.name}",
+                  "value": dmarc_addresses.dmarc_record_value(domain)},
     }
+    authorization = dmarc_addresses.authorization_record(domain)
+    if authorization is not None:  # in the installation's zone: the operator publishes it
+        records["dmarc_report_authorization"] = authorization
     for key in domain.other_dkim_keys:
         if key.state == dkim_keys.PENDING:
             records["dkim_next"] = dkim_keys.record(domain.name, key.selector, key.public_key)

@@ -3,7 +3,8 @@ what becomes of a message for each of them.
 
 A recipient is accepted only as one of these targets: a message's List-Unsubscribe mailto
 address (unsubscribes that message's recipient), a feedback-loop address (FBL_ADDRESSES: a
-spam complaint), the return path of an outgoing message (a bounce, or a complaint when the
+spam complaint), a domain's DMARC report address (services/dmarc/), the return path of an
+outgoing message (a bounce, or a complaint when the
 mail is a feedback report), or an address an inbound route of a verified domain matches.
 Everything else is refused (``Refusal``): the gateway is never an open relay. The SMTP
 handler turns a refusal into its reply; nothing here speaks SMTP.
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
 from chalicelib.db import tenancy
+from chalicelib.services.dmarc import addresses as dmarc_addresses, intake as dmarc_intake
 from chalicelib.services.inbound import bounces, complaints, receive as inbound, return_path, routes
 from chalicelib.services.inbound.routes import RouteMatch
 from chalicelib.services.suppressions import unsubscribe
@@ -33,15 +35,20 @@ class Unsubscribe(int):
     """Target: a List-Unsubscribe mailto address; the value is the message's id."""
 
 
+class DmarcReport(int):
+    """Target: a domain's DMARC report address; the value is the domain's id."""
+
+
 class Refusal(enum.Enum):
     NO_RELAY = "not an address of this service"
     UNKNOWN_MAILBOX = "no route for this address"
     UNKNOWN_RETURN_PATH = "no message with this return path"
     UNKNOWN_UNSUBSCRIBE = "no message with this unsubscribe address"
     REJECTED = "refused by the recipient's route"
+    UNKNOWN_DMARC = "no domain with this DMARC report address"
 
 
-Target = Unsubscribe | str | RouteMatch
+Target = Unsubscribe | DmarcReport | str | RouteMatch
 
 
 def classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
@@ -56,9 +63,13 @@ def _classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]
         if unsubscribe.unsubscribable(db, message_id):
             return None, Unsubscribe(message_id)
         return Refusal.UNKNOWN_UNSUBSCRIBE, None
+    token = dmarc_addresses.token_of(address)  # at the return-path domain: asked first
+    if token is not None:
+        domain = dmarc_addresses.find_domain(db, token)
+        return (None, DmarcReport(domain.id)) if domain else (Refusal.UNKNOWN_DMARC, None)
     if address.strip().lower() in get_settings().fbl_address_set:
         return None, FEEDBACK
-    if return_path.is_return_path(address) or return_path.is_domain_return_path(db, address):
+    if return_path.is_any_return_path(db, address):
         if return_path.original_for(db, address) is None:
             return Refusal.UNKNOWN_RETURN_PATH, None
         return None, RETURN_PATH
@@ -91,6 +102,8 @@ def _receive(db: Session, mail_from: str, rcpt_tos: list[str], targets: dict[str
         target = targets.get(rcpt)
         if isinstance(target, Unsubscribe):
             unsubscribe.unsubscribe(db, int(target), "unsubscribe by mail")
+        elif isinstance(target, DmarcReport):
+            dmarc_intake.receive(db, domain_id=int(target), mail_from=mail_from, raw=raw)
         elif target == FEEDBACK:
             complaints.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
         elif target == RETURN_PATH:

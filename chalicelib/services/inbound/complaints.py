@@ -3,15 +3,20 @@
 A report is a ``multipart/report; report-type=feedback-report`` whose second part is a
 ``message/feedback-report`` (Feedback-Type, User-Agent, Original-Mail-From,
 Original-Rcpt-To, Arrival-Date, Source-IP, ...) and whose third part is the original message
-or its header (``message/rfc822`` or ``text/rfc822-headers``). It arrives at the return-path
-address of the message (providers send it to the envelope sender) or at an address the
-operator registered with a feedback loop (FBL_ADDRESSES).
+or its header (``message/rfc822``, ``text/rfc822-headers``, and as providers also send them
+``message/rfc822-headers``, ``message/global``). It arrives at the return-path address of the
+message (providers send it to the envelope sender: ``<token>@RETURN_PATH_DOMAIN`` or a
+domain's own ``<token>@rp.<domain>``) or at an address the operator registered with a
+feedback loop (FBL_ADDRESSES). Everything is read with the standard library's parser.
 
 Matching the original outgoing message, first hit wins: the return-path address the report
-was sent to; the report's Original-Mail-From; the embedded original's Return-Path; its
-Message-ID together with the report's Original-Rcpt-To or the original's To (or alone, when
-only one recipient got that Message-ID). Providers often redact the recipient, which is why
-the return path (our per-message token) is tried first.
+was sent to; the report's Original-Mail-From; the embedded original's Return-Path (each only
+when it is one of our return paths, ``return_path.is_any_return_path``, and by the same token
+lookup); the original's Message-ID (unfolded, without brackets) together with the report's
+Original-Rcpt-To or the original's To when that names one address, or alone when only one
+recipient got that Message-ID. Providers often redact the recipient, which is why the return
+path (our per-message token) is tried first; a report that cannot say which of several
+recipients complained suppresses nobody.
 
 The report is stored like a bounce (a Message with ``bounce`` true, bounce_type
 ``complaint``, category ``complaint``) and, unless its Feedback-Type is ``not-spam``, the
@@ -33,6 +38,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import observability
 from chalicelib.db.models import Message
+from chalicelib.services import mime
 from chalicelib.services.inbound import return_path
 
 if TYPE_CHECKING:
@@ -73,17 +79,33 @@ def _report_fields(msg: EmailMessage) -> EmailMessage | None:
     return None
 
 
+# The parts a report embeds the original (or only its header) in. The parser reads every
+# message/* part as an embedded message; text/* ones are parsed here.
+_MESSAGE_PARTS = ("message/rfc822", "message/global", "message/rfc822-headers",
+                  "message/global-headers")
+_HEADER_PARTS = ("text/rfc822-headers", "text/rfc822")
+
+
 def _original_headers(msg: EmailMessage) -> EmailMessage | None:
     for part in msg.walk():
         kind = part.get_content_type()
-        if kind in ("message/rfc822", "message/global"):
+        if kind in _MESSAGE_PARTS:
             payload = part.get_payload()
             if isinstance(payload, list) and payload:
                 return payload[0]
-        elif kind in ("text/rfc822-headers", "text/rfc822"):
+        elif kind in _HEADER_PARTS:
             body = part.get_payload(decode=True) or b""
             return return_path.parser().parsebytes(body, headersonly=True)
     return None
+
+
+def _only_address(values: list | None) -> str | None:
+    """The address of a To header that names exactly one (with several, which of them
+    complained is unknown)."""
+    from email.utils import getaddresses
+
+    found = [addr for _, addr in getaddresses([str(v) for v in values or []]) if "@" in addr]
+    return found[0].strip().lower() if len(found) == 1 else None
 
 
 def parse(raw: bytes) -> dict | None:
@@ -111,23 +133,23 @@ def parse(raw: bytes) -> dict | None:
     report["final_recipient"] = report["original_rcpt_to"]
     if original is not None:
         report["original_return_path"] = _address(original.get("Return-Path"))
-        report["original_message_id"] = _clean(original.get("Message-ID"))
-        report["original_to"] = _address(original.get("To"))
+        report["original_message_id"] = mime.message_id(original.get("Message-ID"))
+        report["original_to"] = _only_address(original.get_all("To"))
     return report
 
 
 def find_original(db: Session, report: dict, rcpt_to: str | None = None) -> Message | None:
     for address in (rcpt_to, report["original_mail_from"], report["original_return_path"]):
-        if address and return_path.is_return_path(address):
+        if address and return_path.is_any_return_path(db, address):
             found = return_path.original_for(db, address)
             if found is not None:
                 return found
-    # Stored without the angle brackets (mime.build_message).
-    message_id = (report["original_message_id"] or "").strip().strip("<>").strip()
+    # Read (and stored when sent) by mime.message_id: without brackets or folding.
+    message_id = report["original_message_id"]
     if not message_id:
         return None
     candidates = list(db.scalars(
-        select(Message).where(Message.message_id_header == message_id[:255],
+        select(Message).where(Message.message_id_header == message_id,
                               Message.scope == "outgoing", Message.bounce.is_(False))
         .order_by(Message.id).limit(1000)))
     for recipient in (report["original_rcpt_to"], report["original_to"]):

@@ -15,6 +15,7 @@ from chalicelib.services.inbound import receive as inbound
 
 
 def is_return_path(address: str) -> bool:
+    """``address`` is at the installation's RETURN_PATH_DOMAIN."""
     return address.rpartition("@")[2].lower().rstrip(".") == \
         get_settings().effective_return_path_domain.lower()
 
@@ -26,6 +27,12 @@ def is_domain_return_path(db: Session, address: str) -> bool:
         return False
     return db.scalar(select(Domain.id).where(Domain.name == name,
                                              Domain.return_path_host == host).limit(1)) is not None
+
+
+def is_any_return_path(db: Session, address: str) -> bool:
+    """``address`` is at a return path the service hands out, either of the two: bounces and
+    feedback reports at either name their message by the same token (``original_for``)."""
+    return is_return_path(address) or is_domain_return_path(db, address)
 
 
 def original_for(db: Session, address: str) -> Message | None:

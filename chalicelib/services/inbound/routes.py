@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
+from chalicelib.db import unique
 from chalicelib.db.models import Domain, Route, Server
 from chalicelib.services.domains import manage as domains, names as domain_names
 
@@ -91,11 +92,12 @@ def create_route(db: Session, server: Server, *, name: str, domain: str, mode: s
         raise errors.ParameterMissing("domain is required", field="domain")
     endpoint = normalize_endpoint(endpoint)
     _check_mode(mode, endpoint)
+    taken = _fail("name", f"a route for {local}@{dom.name} already exists")
     if db.scalar(select(Route.id).where(Route.domain_id == dom.id, Route.name == local)):
-        raise _fail("name", f"a route for {local}@{dom.name} already exists")
+        raise taken
     route = Route(server_id=server.id, domain_id=dom.id, name=local, mode=mode, endpoint=endpoint)
-    db.add(route)
-    db.flush()
+    with unique.guard(db, taken):
+        db.add(route)
     return route
 
 
@@ -103,11 +105,13 @@ def update_route(db: Session, route: Route, *, name: str | None = None, mode: st
                  endpoint: dict | None = None, endpoint_set: bool = False) -> Route:
     if name is not None:
         local = normalize_name(name)
+        taken = _fail("name", f"a route for {local} already exists on this domain")
         clash = db.scalar(select(Route.id).where(Route.domain_id == route.domain_id,
                                                  Route.name == local, Route.id != route.id))
         if clash:
-            raise _fail("name", f"a route for {local} already exists on this domain")
-        route.name = local
+            raise taken
+        with unique.guard(db, taken):  # a rename racing a create
+            route.name = local
     new_endpoint = normalize_endpoint(endpoint) if endpoint_set else route.endpoint
     new_mode = mode if mode is not None else route.mode
     _check_mode(new_mode, new_endpoint)

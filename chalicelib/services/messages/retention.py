@@ -4,8 +4,10 @@ Each server keeps its messages for ``message_retention_days``: a submission olde
 is deleted with its messages (deliveries, events, raw bytes and tracking go with them through
 ON DELETE CASCADE) — but never while one of its messages still has work pending. Statistics
 are rolled-up counters, so they keep the history. Webhook attempt logs are kept
-``WEBHOOK_LOG_RETENTION_DAYS``; expired sessions, reset tokens, SSO states and suppressions go
-a day after they expire. The audit trail (auth_events) is kept.
+``WEBHOOK_LOG_RETENTION_DAYS`` and DMARC reports ``DMARC_REPORT_RETENTION_DAYS`` after the
+period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
+suppressions go a day after they expire; delivery destinations idle for a day
+(per-destination pacing). The audit trail (auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, statuses
 from chalicelib.config import get_settings
-from chalicelib.db.models import (BulkJob, DkimKey, IdempotencyKey, InstallationKey, Message,
-                                  OidcLogin, PasswordResetToken, Server,
+from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
+                                  InstallationKey, Message, OidcLogin, PasskeyCeremony,
+                                  PasswordResetToken, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
+from chalicelib.services.delivery import pacing
 
 # Statuses with work still due (outgoing, then inbound).
 PENDING_STATUSES = statuses.DELIVERABLE + statuses.INBOUND_DUE
@@ -63,8 +67,12 @@ def prune(db: Session) -> dict[str, int]:
         ("sessions", UserSession, UserSession.expires_at < grace),
         ("password_reset_tokens", PasswordResetToken, PasswordResetToken.expires_at < grace),
         ("oidc_logins", OidcLogin, OidcLogin.expires_at < grace),
+        ("passkey_ceremonies", PasskeyCeremony, PasskeyCeremony.expires_at < grace),
         ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
                                            Suppression.expires_at < grace)),
+        # DMARC reports (their rows go with them) by the period they report on.
+        ("dmarc_reports", DmarcReport, DmarcReport.begin_at < now - timedelta(
+            days=get_settings().dmarc_report_retention_days)),
         # Retired DKIM and installation keys (no longer listed after retire_at).
         ("dkim_keys", DkimKey, DkimKey.retire_at < now),
         ("installation_keys", InstallationKey, InstallationKey.retire_at < now),
@@ -83,4 +91,5 @@ def prune(db: Session) -> dict[str, int]:
         .execution_options(synchronize_session=False)).rowcount
     counts["bulk_jobs"] = _delete_ids(db, BulkJob, list(db.scalars(
         select(BulkJob.id).where(BulkJob.finished_at < now - timedelta(days=30)).limit(BATCH))))
+    counts["delivery_destinations"] = pacing.forget_idle(db, now)
     return counts

@@ -1,6 +1,8 @@
 """Finding a server's messages: the filtered list (newest first), one message with its
-history and attempts, and its raw source."""
+history and attempts, its raw source, and the source it is shown from."""
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -11,10 +13,19 @@ from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, St
 
 def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
               status: str | None = None, tag: str | None = None, stream: str | None = None,
-              bounce_category: str | None = None, query: str | None = None):
+              bounce_category: str | None = None, query: str | None = None,
+              start: datetime | None = None, end: datetime | None = None):
     """The server's messages matching every filter given; ``stream`` is a permalink (an
-    unknown one matches nothing), ``query`` text in the subject, recipient or sender."""
+    unknown one matches nothing), ``query`` text in the subject, recipient or sender,
+    ``start``/``end`` the creation time (from ``start`` included, until ``end`` excluded,
+    as the statistics count)."""
+    if start is not None and end is not None and end <= start:
+        raise errors.ValidationError("to: must be later than from", field="to")
     stmt = select(Message).where(Message.server_id == server_id)
+    if start is not None:
+        stmt = stmt.where(Message.created_at >= start)
+    if end is not None:
+        stmt = stmt.where(Message.created_at < end)
     if scope:
         stmt = stmt.where(Message.scope == scope)
     if status:
@@ -28,9 +39,14 @@ def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
     if bounce_category:
         stmt = stmt.where(Message.bounce_category == bounce_category)
     if query:
-        stmt = stmt.where(or_(*(column.icontains(query, autoescape=True) for column in
-                                (Message.subject, Message.rcpt_to, Message.mail_from))))
+        stmt = stmt.where(text_found(query))
     return stmt.order_by(Message.id.desc())
+
+
+def text_found(query: str):
+    """The condition ``query`` is in a message's subject, recipient or sender (any case)."""
+    return or_(*(column.icontains(query, autoescape=True)
+                 for column in (Message.subject, Message.rcpt_to, Message.mail_from)))
 
 
 def stream_permalinks(db: Session, stream_ids) -> dict[int, str]:
@@ -70,3 +86,15 @@ def raw_source(db: Session, message: Message) -> tuple[bytes, bool]:
         return db.scalar(select(Submission.raw).where(Submission.id == message.submission_id)), \
             False
     raise errors.NotFound(f"message {message.id} has no stored source")
+
+
+def view_source(db: Session, message: Message) -> bytes:
+    """The bytes to show a message from as its recipient reads it: the source as submitted
+    (the same parts the recipient gets, without the service's open pixel and rewritten
+    links, so looking at it in the console neither counts an open nor follows a click);
+    the stored bytes when there is no submission (mail that arrived)."""
+    if message.submission_id is not None:
+        raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        if raw is not None:
+            return raw
+    return raw_source(db, message)[0]

@@ -1,4 +1,5 @@
-"""Build RFC 5322 messages safely (pure: no HTTP, no database).
+"""Build RFC 5322 messages safely (pure: no HTTP, no database); ``view`` reads stored ones back
+for people (headers, text, HTML, attachments).
 
 Everything that reaches a header or the wire passes through this module:
 
@@ -26,7 +27,8 @@ and :func:`check_wire_format` checks the bytes: ASCII only, CRLF line endings on
 over 998 octets and no SMTP end-of-data line (``CRLF . CRLF``).
 
 The package's modules, by concern: ``base`` (the errors, limits, the header-text check),
-``headers`` (owned headers, custom header validation, encoding and folding), ``addresses``
+``headers`` (owned headers, custom header validation, encoding and folding, reading a
+Message-ID), ``addresses``
 (Address, parse_address), ``checks`` (line endings, wire format, the self-check,
 header_addresses) and ``build`` (attachments, build_message).
 """
@@ -52,6 +54,7 @@ from chalicelib.services.mime.headers import (
     OWNED_HEADER_PREFIXES,
     OWNED_HEADERS,
     is_owned_header,
+    message_id,
     validate_custom_headers,
 )
 
@@ -69,6 +72,7 @@ __all__ = [
     "parse_address_list",
     "validate_custom_headers",
     "is_owned_header",
+    "message_id",
     "decode_attachment",
     "build_message",
     "normalize_line_endings",

@@ -6,6 +6,7 @@ import re
 from email import policy as email_policy
 
 from chalicelib.services.mime.addresses import Address, parse_address
+from chalicelib.services.mime.headers import message_id as read_message_id
 from chalicelib.services.mime.base import (
     ATEXT,
     LINE_BREAK_RE,
@@ -211,7 +212,8 @@ def header_addresses(raw: bytes) -> dict:
     """Read the originator of a raw message (for the SMTP gateway's From-domain check).
 
     Returns ``{"from": Address, "sender": Address | None, "resent": [(field, Address)],
-    "subject": str | None}`` (``resent``: each Resent-From and Resent-Sender mailbox). Raises
+    "subject": str | None, "message_id": str | None}`` (``resent``: each Resent-From and
+    Resent-Sender mailbox; ``message_id`` as ``headers.message_id`` reads it). Raises
     :class:`InvalidField` (field ``from``, ``sender``, ``resent-from``, ``resent-sender`` or
     ``subject``) when From is missing, is
     repeated, holds more than one mailbox or a group, is malformed, or when two independent
@@ -231,5 +233,7 @@ def header_addresses(raw: bytes) -> dict:
     if len(subjects) > 1:
         raise InvalidField("subject", "the message has more than one Subject header")
     subject = str(subjects[0]) if subjects else None
+    # The raw value (folding and all): the parsed MessageIDHeader is not needed to read it.
+    ids = [v for k, v in msg.raw_items() if k.lower() == "message-id"]
     return {"from": from_, "sender": sender, "resent": _resent_originators(msg),
-            "subject": subject}
+            "subject": subject, "message_id": read_message_id(ids[0]) if ids else None}

@@ -1,6 +1,6 @@
-"""Header text: the headers the service owns, custom header validation, and the RFC 2047
+"""Header text: the headers the service owns, custom header validation, the RFC 2047
 encoding and folding of header values that carry user text (why we fold ourselves rather than
-through email.headerregistry: see the package docstring)."""
+through email.headerregistry: see the package docstring), and reading a Message-ID."""
 from __future__ import annotations
 
 import re
@@ -150,6 +150,21 @@ def unstructured_chunks(name: str, value: str, *, raw_ascii: bool) -> list[str]:
         if raw_ascii or ("=?" not in value and fits):
             return words
     return _encoded_words(value)
+
+
+_MSG_ID_RE = re.compile(r"<([^<>]+)>")
+
+
+def message_id(value: object) -> str | None:
+    """The msg-id of a Message-ID header value as the service stores it: without the angle
+    brackets, the folding whitespace (a msg-id holds none, RFC 5322 3.6.4) or a comment after
+    it (``<a@b> (added by x)``). None when nothing is left. Matching a feedback report's copy of
+    a header to the message we sent depends on both sides reading it this one way."""
+    if value is None:
+        return None
+    text = "".join(str(value).split())
+    found = _MSG_ID_RE.search(text)
+    return (found.group(1) if found else text.strip("<>"))[:255] or None
 
 
 def is_owned_header(name: str) -> bool:

@@ -9,12 +9,17 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
-from chalicelib.db import tenancy
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import IPPool, Membership, Organization, Server, Stream
 from chalicelib.services.accounts import permissions
 from chalicelib.services.security.tokens import PERMALINK, slugify
 
 SERVER_MODES = ("Live", "Development")
+
+
+def permalink_taken(permalink: str) -> errors.ValidationError:
+    return errors.ValidationError(f"permalink: {permalink!r} is already taken",
+                                  field="permalink")
 
 
 def unique_permalink(db: Session, wanted: str | None, name: str, taken) -> str:
@@ -24,8 +29,7 @@ def unique_permalink(db: Session, wanted: str | None, name: str, taken) -> str:
                 "permalink: use 1-63 lower-case letters, digits and hyphens, starting with a "
                 "letter or digit", field="permalink")
         if taken(wanted):
-            raise errors.ValidationError(f"permalink: {wanted!r} is already taken",
-                                         field="permalink")
+            raise permalink_taken(wanted)
         return wanted
     base = slugify(name)
     candidate, n = base, 1
@@ -35,15 +39,28 @@ def unique_permalink(db: Session, wanted: str | None, name: str, taken) -> str:
     return candidate
 
 
+def save_with_permalink(db: Session, row, wanted: str | None, name: str, taken) -> None:
+    """Give ``row`` its permalink (``wanted``, or the first free one made from ``name``) and
+    insert it. When a concurrent request takes the same permalink first, a wanted one is a
+    ValidationError (unique.guard); a made-up one is made up again, past the new row."""
+    for attempt in range(3):
+        row.permalink = unique_permalink(db, wanted, name, taken)
+        try:
+            with unique.guard(db, permalink_taken(row.permalink)):
+                db.add(row)
+            return
+        except errors.ValidationError:
+            if wanted is not None or attempt == 2:
+                raise
+
+
 def create_organization(db: Session, principal, *, name: str, permalink: str | None = None,
                         time_zone: str = "UTC") -> Organization:
     with tenancy.across_tenants(db, "create-organization"):
-        permalink = unique_permalink(
-            db, permalink, name,
+        org = Organization(name=name, time_zone=time_zone)
+        save_with_permalink(
+            db, org, permalink, name,
             lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
-        org = Organization(name=name, permalink=permalink, time_zone=time_zone)
-        db.add(org)
-        db.flush()
         if principal.user is not None:  # a user creator becomes owner
             db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
             db.flush()
@@ -80,15 +97,12 @@ def create_server(db: Session, org: Organization, *, name: str, permalink: str |
                   mode: str = "Live") -> Server:
     if mode not in SERVER_MODES:
         raise errors.ValidationError(f"mode: must be one of {', '.join(SERVER_MODES)}", field="mode")
-    permalink = unique_permalink(
-        db, permalink, name,
-        lambda p: db.scalar(select(exists().where(Server.organization_id == org.id,
-                                                  Server.permalink == p))))
     default_pool = db.scalar(select(IPPool).where(IPPool.is_default.is_(True)))
-    server = Server(organization_id=org.id, name=name, permalink=permalink, mode=mode,
+    server = Server(organization_id=org.id, name=name, mode=mode,
                     ip_pool_id=default_pool.id if default_pool else None)
-    db.add(server)
-    db.flush()
+    save_with_permalink(db, server, permalink, name,
+                        lambda p: db.scalar(select(exists().where(Server.organization_id == org.id,
+                                                                  Server.permalink == p))))
     # Every server has a default transactional stream (Postmark's "outbound").
     db.add(Stream(server_id=server.id, name="Default Transactional Stream", permalink="outbound",
                   stream_type="transactional", is_default=True))

@@ -13,12 +13,11 @@ stream carries it only when the tenant turns it on (services/suppressions/unsubs
 from __future__ import annotations
 
 from sqlalchemy import exists, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.db.models import Server, Stream
-from chalicelib.services.organizations.organizations import unique_permalink
+from chalicelib.services.organizations.organizations import save_with_permalink
 
 STREAM_TYPES = ("transactional", "broadcast")
 
@@ -26,18 +25,6 @@ STREAM_TYPES = ("transactional", "broadcast")
 def _taken(db: Session, server: Server, permalink: str) -> bool:
     return bool(db.scalar(select(exists().where(Stream.server_id == server.id,
                                                 Stream.permalink == permalink))))
-
-
-def save_unique(db: Session, row) -> None:
-    """Flush ``row`` in a savepoint: a concurrent request that took the same permalink between
-    our check and the insert gets a ValidationError, not a 500, and the session stays usable."""
-    try:
-        with db.begin_nested():
-            db.add(row)
-            db.flush()
-    except IntegrityError:
-        raise errors.ValidationError(f"permalink: {row.permalink!r} is already taken",
-                                     field="permalink") from None
 
 
 def list_query(server: Server, *, include_archived: bool = False, stream_type: str | None = None):
@@ -79,10 +66,8 @@ def create(db: Session, server: Server, *, name: str, stream_type: str = "transa
                                      field="stream_type")
     stream = Stream(server_id=server.id, name=name, stream_type=stream_type,
                     list_unsubscribe=_list_unsubscribe(stream_type, list_unsubscribe),
-                    permalink=unique_permalink(db, permalink, name,
-                                                lambda p: _taken(db, server, p)),
                     description=description, is_default=False)
-    save_unique(db, stream)
+    save_with_permalink(db, stream, permalink, name, lambda p: _taken(db, server, p))
     return stream
 
 

@@ -32,7 +32,7 @@ from chalicelib.db import after_commit
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
 from chalicelib.services.domains import manage
-from chalicelib.services.messages import events
+from chalicelib.services.messages import captured, events
 from chalicelib.services import mime
 from chalicelib.services.sending import limits, store as submission_store
 from chalicelib.services.suppressions import entries as suppressions
@@ -296,7 +296,6 @@ def prepare(db: Session, server: Server, request, *, cache: dict | None = None) 
 
 
 _HTML_PART = re.compile(rb"(?im)^content-type:[ \t]*text/html")
-_MESSAGE_ID = re.compile(rb"(?im)^message-id:[ \t]*<?([^>\r\n]+)>?")
 _HEADER_END = b"\r\n\r\n"
 
 
@@ -317,6 +316,8 @@ class ParsedRaw:
     recipients: list[str]
     # Sender, Resent-From and Resent-Sender mailboxes as (field, address): authorized like From.
     originators: tuple = ()
+    # The Message-ID header's msg-id (mime.message_id: unfolded, without brackets), or None.
+    message_id: str | None = None
 
 
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> ParsedRaw:
@@ -336,7 +337,8 @@ def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> Pa
     originators = ([("sender", info["sender"])] if info["sender"] is not None else []) + \
         info["resent"]
     return ParsedRaw(raw=raw, sender=info["from"], subject=info["subject"],
-                     recipients=_distinct(recipients), originators=tuple(originators))
+                     recipients=_distinct(recipients), originators=tuple(originators),
+                     message_id=info["message_id"])
 
 
 def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, metadata=None,
@@ -351,11 +353,11 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
     # MTAs add these when a client leaves them out; the signature and threading need them.
     raw = _ensure_header(raw, b"Date",
                          format_datetime(clock.now().replace(tzinfo=timezone.utc)).encode())
-    raw = _ensure_header(raw, b"Message-ID",
-                         f"<{secrets.token_hex(16)}@{domain.name}>".encode())
-    head = raw.split(_HEADER_END, 1)[0]
-    match = _MESSAGE_ID.search(head)
-    message_id = match.group(1).decode("ascii", "replace").strip()[:255] if match else None
+    generated = f"{secrets.token_hex(16)}@{domain.name}"
+    with_id = _ensure_header(raw, b"Message-ID", f"<{generated}>".encode())
+    # Read as feedback reports' copies are read (complaints.py), folded or not.
+    message_id = parsed.message_id if with_id is raw else generated
+    raw = with_id
     return Prepared(raw=raw, message_id_header=message_id, mail_from=parsed.sender.email,
                     domain=domain, recipients=parsed.recipients, subject=parsed.subject,
                     tag=_check_tag(tag), metadata=metadata, stream=stream, maybe_held=maybe_held,
@@ -456,6 +458,9 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
     if not rows:
         return results
     sub_ids, ids = submission_store.store(db, server.id, now, sub_rows, rows, owner)
+    # Development mode: never delivered, so kept in the server's captured-mail inbox.
+    captured.keep_development(db, server.id, [i for i, row in zip(ids, rows)
+                                             if row["status_details"] == DEVELOPMENT_DETAILS])
     held_rows = {i: row for i, row in zip(ids, rows) if row["held"]}
     if held_rows:
         for message in db.scalars(select(Message).where(Message.id.in_(list(held_rows)))

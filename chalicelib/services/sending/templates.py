@@ -14,9 +14,11 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
+from chalicelib.db import unique
 from chalicelib.db.models import Server, Template
-from chalicelib.services.sending.streams import save_unique
-from chalicelib.services.organizations.organizations import unique_permalink
+from chalicelib.services.organizations.organizations import (permalink_taken,
+                                                              save_with_permalink,
+                                                              unique_permalink)
 from chalicelib.shapes import builds
 from chalicelib.shapes import messaging as shape
 
@@ -86,10 +88,9 @@ def create(db: Session, server: Server, *, name: str, permalink: str | None = No
            text_body: str | None = None) -> Template:
     _require_body(html_body, text_body)
     validate_parts({"subject": subject, "html_body": html_body, "text_body": text_body})
-    permalink = unique_permalink(db, permalink, name, lambda p: _taken(db, server, p))
-    template = Template(server_id=server.id, name=name, permalink=permalink, subject=subject,
+    template = Template(server_id=server.id, name=name, subject=subject,
                         html_body=html_body, text_body=text_body)
-    save_unique(db, template)
+    save_with_permalink(db, template, permalink, name, lambda p: _taken(db, server, p))
     return template
 
 
@@ -101,16 +102,17 @@ def update(db: Session, server: Server, template: Template, changes: dict) -> Te
     if changes.get("name") is not None:
         template.name = changes["name"]
     if changes.get("permalink") is not None and changes["permalink"] != template.permalink:
-        template.permalink = unique_permalink(
-            db, changes["permalink"], template.name,
-            lambda p: _taken(db, server, p, exclude_id=template.id))
+        wanted = unique_permalink(db, changes["permalink"], template.name,
+                                  lambda p: _taken(db, server, p, exclude_id=template.id))
+        with unique.guard(db, permalink_taken(wanted)):  # a rename racing a create
+            template.permalink = wanted
     parts = {name: changes[name] for name in PARTS if name in changes}
     validate_parts(parts)
     merged = {name: parts.get(name, getattr(template, name)) for name in PARTS}
     _require_body(merged["html_body"], merged["text_body"])
     for name, value in parts.items():
         setattr(template, name, value)
-    save_unique(db, template)
+    db.flush()  # the answer shows the new updated_at
     return template
 
 

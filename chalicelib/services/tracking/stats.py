@@ -6,6 +6,8 @@ step by chalicelib/db/counters.py) plus short indexed range scans for partial bu
   a day each) are counted from the rows through ``ix_messages_server_created``.
 - Opens and clicks count by when they happened; ``unique_opens``/``unique_clicks`` count
   messages whose FIRST open/click falls in the range (additive over days, streams and tags).
+- Opens and clicks over time (``engagement``) come from the same metrics counted per UTC
+  day, and per UTC hour for the whole server; edges from ``open_events``/``click_events``.
 - Delivery outcomes over time are the MessageSent, MessageDelayed, MessageDeliveryFailed and
   MessageHeld events, from hourly counters, edges (partial hours) from ``message_events``.
 So the cost grows with the number of days (and streams, tags), not with the number of messages.
@@ -37,6 +39,8 @@ INTERVALS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 MAX_BUCKETS = 1000
 OUTCOMES = {"MessageSent": "sent", "MessageDelayed": "delayed",
             "MessageDeliveryFailed": "failed", "MessageHeld": "held"}
+ENGAGEMENT = ("opens", "unique_opens", "machine_opens", "clicks", "unique_clicks",
+              "machine_clicks")
 COUNTERS = ("messages", "held", "bounces", "incoming", "opens", "unique_opens", "machine_opens",
             "clicks", "unique_clicks", "machine_clicks")
 
@@ -56,11 +60,12 @@ def _ceil(value: datetime, unit: str) -> datetime:
 
 
 def _split(start: datetime, end: datetime, unit: str):
-    """(whole buckets [a, b) or None, partial edge ranges) covering [start, end)."""
+    """(whole buckets [a, b) or None, partial edge ranges) covering [start, end); each edge
+    lies inside one bucket (a range across one boundary without a whole bucket has two)."""
     a, b = _ceil(start, unit), counters.truncate(end, unit)
-    if a >= b:
+    if a > b:  # start and end inside the same bucket
         return None, [(start, end)]
-    return (a, b), [r for r in ((start, a), (b, end)) if r[0] < r[1]]
+    return ((a, b) if a < b else None), [r for r in ((start, a), (b, end)) if r[0] < r[1]]
 
 
 def _rows_counts(db: Session, server_id: int, start: datetime, end: datetime) -> Counter:
@@ -169,27 +174,44 @@ def summary(db: Session, server_id: int, start: datetime | None = None,
     }
 
 
+def _bucketing(start: datetime, end: datetime, interval: str | None) -> tuple[str, datetime]:
+    """The interval (default: hour for ranges up to two days, day beyond) and the start of
+    the first bucket; a 422 past MAX_BUCKETS."""
+    if interval is None:
+        interval = "hour" if end - start <= timedelta(days=2) else "day"
+    if interval not in INTERVALS:
+        raise errors.ValidationError("interval must be hour or day", field="interval")
+    first = counters.truncate(start, interval)
+    if (end - first) / INTERVALS[interval] > MAX_BUCKETS:
+        raise errors.ValidationError(
+            f"the range holds more than {MAX_BUCKETS} {interval} buckets; narrow it or use a "
+            "longer interval", field="interval")
+    return interval, first
+
+
+def _series(start: datetime, end: datetime, interval: str, first: datetime, by_bucket: dict,
+            names) -> dict:
+    """Every bucket of the range, empty or not, with the totals."""
+    buckets, totals = [], dict.fromkeys(names, 0)
+    at = first
+    while at < end:
+        entry = by_bucket.get(at) or dict.fromkeys(names, 0)
+        buckets.append({"start": at, **entry})
+        for key, n in entry.items():
+            totals[key] += n
+        at += INTERVALS[interval]
+    return {"from": start, "to": end, "interval": interval, "totals": totals,
+            "buckets": buckets}
+
+
 @builds(shape.DeliveryStats)
 def deliveries(db: Session, server_id: int, start: datetime | None = None,
                end: datetime | None = None, interval: str | None = None) -> dict:
     """Delivery outcomes per UTC hour or day; every bucket of the range is listed, empty or
     not. Default interval: hour for ranges up to two days, day beyond."""
     start, end = resolve_range(start, end)
-    if interval is None:
-        interval = "hour" if end - start <= timedelta(days=2) else "day"
-    if interval not in INTERVALS:
-        raise errors.ValidationError("interval must be hour or day", field="interval")
-    step = INTERVALS[interval]
-    first = counters.truncate(start, interval)
-    if (end - first) / step > MAX_BUCKETS:
-        raise errors.ValidationError(
-            f"the range holds more than {MAX_BUCKETS} {interval} buckets; narrow it or use a "
-            "longer interval", field="interval")
-
-    def empty() -> dict:
-        return dict.fromkeys(OUTCOMES.values(), 0)
-
-    by_bucket: dict = defaultdict(empty)
+    interval, first = _bucketing(start, end, interval)
+    by_bucket: dict = defaultdict(lambda: dict.fromkeys(OUTCOMES.values(), 0))
     whole, edges = _split(start, end, "hour")
     if whole:
         for hour, metric, n in _counter_rows(db, server_id, "hour", *whole,
@@ -205,14 +227,37 @@ def deliveries(db: Session, server_id: int, start: datetime | None = None,
                        MessageEvent.event.in_(list(OUTCOMES)))
                 .group_by(MessageEvent.event)):
             by_bucket[counters.truncate(edge_start, interval)][OUTCOMES[name]] += n
+    return _series(start, end, interval, first, by_bucket, OUTCOMES.values())
 
-    buckets, totals = [], empty()
-    at = first
-    while at < end:
-        entry = by_bucket.get(at) or empty()
-        buckets.append({"start": at, **entry})
-        for key, n in entry.items():
-            totals[key] += n
-        at += step
-    return {"from": start, "to": end, "interval": interval, "totals": totals,
-            "buckets": buckets}
+
+@builds(shape.EngagementStats)
+def engagement(db: Session, server_id: int, start: datetime | None = None,
+               end: datetime | None = None, interval: str | None = None) -> dict:
+    """Opens and clicks per UTC hour or day, counted when they happened (as GET /stats counts
+    them: ``unique_*`` are the messages' first open or click). Whole buckets come from the
+    server's counters of that period (hourly ones exist since migration 0012 for the events
+    kept then); the partial buckets at the range's edges are counted from the event rows."""
+    start, end = resolve_range(start, end)
+    interval, first = _bucketing(start, end, interval)
+    by_bucket: dict = defaultdict(lambda: dict.fromkeys(ENGAGEMENT, 0))
+    whole, edges = _split(start, end, interval)
+    if whole:
+        for bucket, metric, n in db.execute(
+                select(StatCounter.bucket, StatCounter.metric,
+                       cast(func.sum(StatCounter.count), BigInteger))
+                .where(StatCounter.server_id == server_id, StatCounter.period == interval,
+                       StatCounter.bucket >= whole[0], StatCounter.bucket < whole[1],
+                       StatCounter.dim == "", StatCounter.metric.in_(ENGAGEMENT))
+                .group_by(StatCounter.bucket, StatCounter.metric)):
+            by_bucket[counters.as_datetime(bucket)][metric] += int(n)
+    for edge_start, edge_end in edges:  # each inside one bucket
+        entry = by_bucket[counters.truncate(edge_start, interval)]
+        for model, kind in ((OpenEvent, "opens"), (ClickEvent, "clicks")):
+            for machine, first_event, n in db.execute(
+                    select(model.likely_machine, model.first, func.count())
+                    .where(model.server_id == server_id, model.created_at >= edge_start,
+                           model.created_at < edge_end)
+                    .group_by(model.likely_machine, model.first)):
+                for metric in counters.event_metrics(kind, machine, first_event):
+                    entry[metric] += n
+    return _series(start, end, interval, first, by_bucket, ENGAGEMENT)

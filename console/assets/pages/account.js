@@ -1,7 +1,8 @@
 // The signed-in user's own account: profile, password, two-factor authentication (with a
-// QR code), and the sessions signed in elsewhere.
+// QR code), passkeys, and the sessions signed in elsewhere.
 import { del, get, patch, post, session } from '../api.js';
 import { actionButton, copyable, form, h, notice, section, table, when } from '../ui.js';
+import * as passkeys from '../passkeys.js';
 
 async function qrCode(text) {
   // The only third-party code of the console (npm qrcode-generator, copied by make install),
@@ -51,8 +52,47 @@ function twoFactor(ctx, user) {
   return box;
 }
 
+// Passkeys: each one signs in alone (with the device's PIN or biometrics) and is a second
+// factor after the password. Adding or removing one asks for the password, when there is one.
+function passkeyList(ctx, user, keys) {
+  const box = h('div', {});
+  const password = user.has_password
+    ? [{ name: 'password', label: 'Password, to confirm', type: 'password', required: true, autocomplete: 'current-password' }] : [];
+  const removeForm = (p) => form({
+    className: 'inline', fields: password, submit: `Remove “${p.name}”`,
+    onSubmit: async (v) => { await post(`/auth/passkeys/${p.id}/remove`, v); await ctx.render(); },
+  });
+  const renameForm = (p) => form({
+    className: 'inline', fields: [{ name: 'name', label: 'New name', required: true, value: p.name }], submit: 'Rename',
+    onSubmit: async (v) => { await patch(`/auth/passkeys/${p.id}`, v); await ctx.render(); },
+  });
+  box.append(
+    h('p', {}, 'A passkey signs you in with this device’s screen lock or a security key instead of your password and code. Once you have one, it is also asked for after your password.'),
+    table([
+      { label: 'Name', render: (p) => p.name },
+      { label: 'Synced', render: (p) => (p.backed_up ? 'yes' : 'this device only') },
+      { label: 'Added', render: (p) => when(p.created_at) },
+      { label: 'Last used', render: (p) => (p.last_used_at ? when(p.last_used_at) : 'never') },
+      { label: 'Actions', render: (p) => [
+        actionButton('Rename', async (b) => { b.closest('td').replaceChildren(renameForm(p)); }),
+        actionButton('Remove', async (b) => { b.closest('td').replaceChildren(removeForm(p)); }, { kind: 'danger' })] },
+    ], keys, { caption: 'Passkeys', empty: 'No passkeys yet.' }));
+  if (!passkeys.supported()) {
+    box.append(notice('This browser cannot make passkeys. Use a current browser to add one.', 'warn'));
+    return box;
+  }
+  box.append(form({
+    className: 'inline',
+    fields: [{ name: 'name', label: 'Name for the new passkey', placeholder: 'e.g. Work laptop' }, ...password],
+    submit: 'Add a passkey',
+    onSubmit: async (v) => { await passkeys.register(v.password, v.name.trim()); await ctx.render(); },
+  }));
+  return box;
+}
+
 export async function account(ctx) {
-  const [me, sessions] = await Promise.all([get('/auth/me'), get('/auth/sessions', { params: { per_page: 100 } })]);
+  const [me, sessions, keys] = await Promise.all([get('/auth/me'), get('/auth/sessions', { params: { per_page: 100 } }),
+    get('/auth/passkeys')]);
   const user = me.user;
   const others = sessions.sessions.filter((s) => !s.current);
   const saved = h('div', { 'aria-live': 'polite' });
@@ -91,6 +131,7 @@ export async function account(ctx) {
         },
       })) : null),
     section('Two-factor authentication', null, twoFactor(ctx, user)),
+    section('Passkeys', null, passkeyList(ctx, user, keys.passkeys)),
     section('Sessions', others.length ? actionButton('Sign out all other sessions', async () => {
       await post('/auth/sessions/revoke_others'); ctx.render();
     }, { kind: 'danger' }) : null, table([

@@ -1,7 +1,7 @@
 // Instance administration (instance admins only): users, IP pools, admin API keys and the
 // authentication audit trail.
 import { del, get, patch, post } from '../api.js';
-import { actionButton, badge, form, h, pager, section, shownOnce, table, when } from '../ui.js';
+import { actionButton, badge, form, h, notice, pager, section, shownOnce, table, when } from '../ui.js';
 
 export async function users(ctx) {
   const page = Number(ctx.query.get('page') || 1);
@@ -45,31 +45,68 @@ export async function ipPools(ctx) {
   const pools = (await get('/admin/ip_pools', { params: { per_page: 100 } })).ip_pools;
   const details = await Promise.all(pools.map((p) => get(`/admin/ip_pools/${p.id}`).then((d) => d.ip_pool)));
   return h('div', {}, h('h1', {}, 'IP pools'),
-    h('p', { class: 'sub' }, 'Groups of sending addresses; a server can be assigned a pool.'),
+    h('p', { class: 'sub' }, 'Groups of sending addresses: a server in a pool (or, without one, in the default pool) sends from one of its addresses and greets with that address\'s hostname. Each address needs reverse DNS: a PTR record naming that hostname, which resolves back to the address. It is checked daily, or now with Check.'),
     ...details.map((p) => section(`${p.name}${p.default ? ' (default)' : ''}`,
       actionButton('Delete pool', async () => { await del(`/admin/ip_pools/${p.id}`); ctx.render(); }, { kind: 'danger', confirm: `Delete pool ${p.name}?` }),
+      p.ip_addresses.length || p.relay_host ? null
+        : notice('This pool has no address and no relay: mail of its servers waits (SoftFail) until you add one.', 'error'),
       table([
         { label: 'Hostname', render: (a) => a.hostname }, { label: 'IPv4', render: (a) => a.ipv4 || '—' },
         { label: 'IPv6', render: (a) => a.ipv6 || '—' }, { label: 'Priority', class: 'num', render: (a) => String(a.priority) },
-        { label: 'Actions', render: (a) => actionButton('Remove', async () => { await del(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}`); ctx.render(); }, { kind: 'danger' }) },
+        { label: 'Reverse DNS', render: reverseDns }, { label: 'Checked', render: (a) => when(a.dns_check?.checked_at) },
+        { label: 'Actions', render: (a) => h('span', { class: 'actions' },
+          actionButton('Check', async () => { await get(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}/check`); ctx.render(); }),
+          actionButton('Remove', async () => { await del(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}`); ctx.render(); }, { kind: 'danger' })) },
       ], p.ip_addresses, { caption: `Addresses of ${p.name}`, empty: 'No address in this pool.' }),
+      dnsProblems(p),
       form({
         className: 'inline',
-        fields: [{ name: 'hostname', label: 'Hostname', required: true }, { name: 'ipv4', label: 'IPv4' }, { name: 'ipv6', label: 'IPv6' }],
+        fields: [{ name: 'hostname', label: 'Hostname', required: true }, { name: 'ipv4', label: 'IPv4' }, { name: 'ipv6', label: 'IPv6' },
+          { name: 'priority', label: 'Priority', type: 'number', value: '100' }],
         submit: 'Add address',
         onSubmit: async (v) => {
           const body = { hostname: v.hostname };
           if (v.ipv4) body.ipv4 = v.ipv4;
           if (v.ipv6) body.ipv6 = v.ipv6;
+          if (v.priority) body.priority = Number(v.priority);
           await post(`/admin/ip_pools/${p.id}/ip_addresses`, body); ctx.render();
         },
+      }),
+      form({
+        className: 'inline',
+        fields: [{ name: 'relay_host', label: 'Relay host', value: p.relay_host || '', placeholder: 'host:port',
+          help: 'For hosts that own none of the addresses (Lambda behind NAT): an MTA that does, e.g. the gateway\'s outbound relay.' }],
+        submit: 'Save relay',
+        onSubmit: async (v) => { await patch(`/admin/ip_pools/${p.id}`, { relay_host: v.relay_host || null }); ctx.render(); },
       }))),
     section('New pool', null, form({
       className: 'inline',
-      fields: [{ name: 'name', label: 'Name', required: true }, { name: 'default', label: 'Default pool', type: 'checkbox' }],
+      fields: [{ name: 'name', label: 'Name', required: true }, { name: 'relay_host', label: 'Relay host', placeholder: 'host:port (optional)' },
+        { name: 'default', label: 'Default pool', type: 'checkbox' }],
       submit: 'Create pool',
-      onSubmit: async (v) => { await post('/admin/ip_pools', v); ctx.render(); },
+      onSubmit: async (v) => { await post('/admin/ip_pools', { ...v, relay_host: v.relay_host || null }); ctx.render(); },
     })));
+}
+
+// The last reverse-DNS check of a sending address: ok, its problems, or not checked yet.
+function reverseDns(a) {
+  if (!a.dns_check) return badge('not checked', 'pending');
+  const n = a.dns_check.problems;
+  return n ? badge(n === 1 ? '1 problem' : `${n} problems`, 'bad') : badge('ok', 'good');
+}
+
+// What is wrong with a pool's addresses, per record (PTR, forward confirmation, HELO match).
+function dnsProblems(pool) {
+  const rows = pool.ip_addresses.flatMap((a) => (a.dns_check?.records || [])
+    .filter((r) => r.status !== 'ok').map((r) => ({ ...r, hostname: a.hostname })));
+  if (!rows.length) return null;
+  const label = { ptr: 'PTR record', forward: 'Resolves back', helo: 'HELO name' };
+  return [h('h3', {}, 'Reverse DNS problems'), table([
+    { label: 'Address', render: (r) => r.address }, { label: 'Check', render: (r) => label[r.kind] || r.kind },
+    { label: 'Status', render: (r) => badge(r.status, 'bad') },
+    { label: 'What to do', render: (r) => r.detail || '' },
+    { label: 'Broke', render: (r) => (r.lost_at ? when(r.lost_at) : '—') },
+  ], rows, { caption: `Reverse DNS problems of ${pool.name}` })];
 }
 
 export async function apiKeys(ctx) {

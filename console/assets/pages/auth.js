@@ -1,8 +1,9 @@
-// Pages before signing in: sign-in (password, then the TOTP code), registration, the first
-// run (the first instance admin, made with the operator's admin API key), forgotten
-// passwords, the password-reset and invitation links.
+// Pages before signing in: sign-in (password, then the TOTP code or a passkey; or a passkey
+// alone), registration, the first run (the first instance admin, made with the operator's
+// admin API key), forgotten passwords, the password-reset and invitation links.
 import { ApiError, enc, get, post, session } from '../api.js';
-import { form, h, link, notice } from '../ui.js';
+import { actionButton, form, h, link, notice, when } from '../ui.js';
+import * as passkeys from '../passkeys.js';
 
 async function options() {
   return (await get('/auth/options', { auth: false })).options;
@@ -23,6 +24,21 @@ export async function signIn(ctx) {
   const after = h('div', {});
   const links = h('p', { class: 'links' }, link('/forgot-password', 'Forgot your password?'));
 
+  // The second factor as a passkey: the password is checked again with the options.
+  const passkeyButton = (credentials, label) => actionButton(label,
+    async () => ctx.signedIn(await passkeys.signIn(credentials), next), { kind: 'wide' });
+
+  // Signing in with a passkey alone (its own user verification stands for both factors).
+  const passkeyAlone = passkeys.supported() ? passkeyButton({}, 'Use a passkey') : null;
+
+  const passkeyStep = (credentials) => {
+    if (passkeyAlone) passkeyAlone.remove();
+    box.replaceChildren(h('h2', {}, 'Two-factor authentication'),
+      h('p', {}, 'This account uses a passkey as its second factor. Confirm with it to finish signing in.'),
+      passkeyButton(credentials, 'Use your passkey'));
+    box.querySelector('button').focus();
+  };
+
   const totpStep = (credentials) => {
     const f = form({
       fields: [{ name: 'totp_code', label: 'Authentication code', required: true, autocomplete: 'one-time-code', inputmode: 'numeric',
@@ -33,7 +49,9 @@ export async function signIn(ctx) {
         ctx.signedIn(data, next);
       },
     });
-    box.replaceChildren(h('h2', {}, 'Two-factor authentication'), f);
+    if (passkeyAlone) passkeyAlone.remove();
+    box.replaceChildren(h('h2', {}, 'Two-factor authentication'), f,
+      passkeys.supported() ? h('p', { class: 'links' }, 'Or, if you added one: ', passkeyButton(credentials, 'Use a passkey instead')) : null);
     f.inputs.totp_code.focus();
   };
 
@@ -49,16 +67,20 @@ export async function signIn(ctx) {
         ctx.signedIn(data, next);
       } catch (err) {
         if (err instanceof ApiError && err.code === 'TOTPRequired') { totpStep(v); return; }
+        if (err instanceof ApiError && err.code === 'PasskeyRequired') { passkeyStep(v); return; }
         if (err instanceof ApiError && err.code === 'InvalidCredentials') err.field = 'password';
         throw err;
       }
     },
   });
   box.append(passwordForm);
+  if (passkeyAlone) after.append(passkeyAlone);
 
   options().then((opts) => {
     if (opts.first_run) {
-      before.append(notice(h('span', {}, 'No one has an account here yet. ', link('/first-run', 'Set up the first administrator')), 'info'));
+      // No user exists, so no one can sign in: the first visit is the set-up.
+      if (location.pathname === '/sign-in') ctx.go('/first-run', { replace: true });
+      return;
     }
     if (opts.sso) {
       after.append(h('button', { type: 'button', class: 'wide', onclick: async (e) => {
@@ -178,7 +200,7 @@ export async function invitation(ctx) {
     return page('Invitation', notice(`${err.message} Ask the person who invited you for a new link.`, 'error'));
   }
   const intro = h('p', {}, `You are invited to join `, h('strong', {}, inv.organization.name),
-    ` as ${inv.role} (${inv.email_address}). The invitation expires ${new Date(inv.expires_at).toLocaleString()}.`);
+    ` as ${inv.role} (${inv.email_address}). The invitation expires ${when(inv.expires_at)}.`);
   const joined = (data) => ctx.go(`/orgs/${enc(inv.organization.permalink)}`, { replace: true });
   if (inv.account_exists) {
     if (!ctx.me) {

@@ -8,7 +8,7 @@ owner and knows no tenants: rls.bridge_for_owner keeps it working until it is re
 Nothing happens on SQLite.
 
 Revision ID: 0011
-Revises: 0007
+Revises: 0010
 Create Date: 2026-11-26 07:00:00
 """
 from alembic import op
@@ -17,7 +17,7 @@ from sqlalchemy import text
 from chalicelib.db.migrations import rls
 
 revision = '0011'
-down_revision = '0007'
+down_revision = '0010'  # 0007 on its own; last, so it covers every table made before
 branch_labels = None
 depends_on = None
 
@@ -27,6 +27,8 @@ SERVER_TABLES = (
     "domains", "credentials", "routes", "idempotency_keys", "send_limit_counters",
     "bulk_jobs", "open_events", "click_events", "stat_counters", "webhooks",
     "webhook_requests", "webhook_request_logs",
+    # (0012, 0014, 0013: they also carry organization_id, which follows the server's)
+    "dmarc_reports", "dmarc_records", "mail_frames", "captured_messages",
 )
 # Rows of a parent row of a server table (no server_id of their own).
 CHILD_TABLES = (
@@ -37,7 +39,7 @@ CHILD_TABLES = (
     ("api_rate_buckets", "credential_id", "credentials"),
 )
 # A person's rows.
-PERSON_TABLES = ("user_sessions", "password_reset_tokens", "auth_events")
+PERSON_TABLES = ("user_sessions", "password_reset_tokens", "auth_events", "passkeys")
 TABLES = ("organizations", "servers", "memberships", "invitations", "users", *PERSON_TABLES,
           *SERVER_TABLES, *(table for table, _, _ in CHILD_TABLES))
 

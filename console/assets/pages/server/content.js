@@ -1,8 +1,10 @@
 // Streams (traffic classes) and templates (a Mustache editor with a preview rendered by the
-// service's render endpoint).
+// service's render endpoint, its HTML shown as a mail client shows it: mailframe.js).
 import { enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, link, notice, section, table, when } from '../../ui.js';
+import { mailFrame } from '../../mailframe.js';
 import { serverBase } from './base.js';
+import { testSend } from './test_send.js';
 
 export async function streams(ctx) {
   const list = (await get('/streams', { server: ctx.server, params: { per_page: 100, include_archived: true } })).streams;
@@ -63,7 +65,7 @@ export async function template(ctx) {
   const path = `/templates/${enc(ctx.params.permalink)}`;
   const t = (await get(path, { server: ctx.server })).template;
   const manage = ctx.can('messages.manage') && !t.archived;
-  const frame = h('iframe', { class: 'preview-frame', sandbox: '', title: 'HTML preview' });
+  const frame = mailFrame({ server: ctx.server, title: 'HTML preview' });
   const subject = h('p', {}, '');
   const text = h('pre', {}, '');
   const problem = h('div', { role: 'alert' });
@@ -71,20 +73,27 @@ export async function template(ctx) {
   modelInput.value = '{\n  "name": "Ada"\n}';
 
   let editor = null;
-  async function preview() {
-    problem.replaceChildren();
+  // The editor's text as it is now, saved or not (the render endpoint takes unsaved parts).
+  function renderBody() {
     let model;
     try { model = JSON.parse(modelInput.value || '{}'); } catch (err) {
-      problem.replaceChildren(notice(`The model is not valid JSON: ${err.message}`, 'error')); return;
+      throw new Error(`The model is not valid JSON: ${err.message}`);
     }
-    // The editor's text as it is now, saved or not (the render endpoint takes unsaved parts).
     const body = { template_model: model };
     if (editor) for (const part of ['subject', 'html_body', 'text_body']) body[part] = editor.inputs[part].value;
+    return body;
+  }
+  async function preview() {
+    problem.replaceChildren();
+    let body;
+    try { body = renderBody(); } catch (err) { problem.replaceChildren(notice(err.message, 'error')); return; }
     try {
       const r = await post(`${path}/render`, body, { server: ctx.server });
       subject.replaceChildren(h('strong', {}, 'Subject: '), r.subject || '(none)');
-      frame.srcdoc = r.html_body || '<p>(no HTML part)</p>';
       text.textContent = r.text_body || '(no text part)';
+      // The same parts again, for the frame: the service renders and holds them (mailframe.js).
+      if (r.html_body) await frame.show({ kind: 'template', id: t.permalink, parts: body });
+      else frame.clear('(no HTML part)');
     } catch (err) { problem.replaceChildren(notice(err.message, 'error')); }
   }
   let timer = null;
@@ -122,8 +131,10 @@ export async function template(ctx) {
       section('Template', null, saved, editor),
       section('Preview', null,
         h('label', { for: 'tpl-model' }, 'Model (JSON): the preview follows as you type'), modelInput,
-        problem, subject, frame, h('h3', {}, 'Text part'), text,
-        h('p', { class: 'help' }, editor ? 'Rendered by the service from the text in the editor, saved or not. Scripts and inline styles of the HTML do not run in this preview.' : 'Rendered by the service from the saved template. Scripts and inline styles of the HTML do not run in this preview.'))));
+        problem, subject, frame.el, h('h3', {}, 'Text part'), text,
+        h('p', { class: 'help' }, `Rendered by the service from ${editor ? 'the text in the editor, saved or not' : 'the saved template'}, and shown as a mail client shows it: styles and images apply; scripts do not run and links do not open.`)),
+      ctx.can('messages.manage') ? section('Send a test', null,
+        await testSend(ctx, () => post(`${path}/render`, renderBody(), { server: ctx.server }))) : null));
   setTimeout(preview, 0);
   return node;
 }

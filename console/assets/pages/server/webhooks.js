@@ -24,6 +24,25 @@ function headersField(current) {
   };
 }
 
+// A body that says nothing: empty, or a JSON null (what some frameworks answer a 404 with).
+const SAYS_NOTHING = /^\s*(null)?\s*$/;
+
+/** What a test send found: the outcome in words, and the endpoint's answer when it said one. */
+function testResult(r) {
+  const answered = r.status_code != null;
+  const http = `HTTP ${r.status_code}`;
+  // The error of an answered failure is "HTTP 404", maybe with a note ("(redirects are not followed)").
+  const note = r.error && r.error.startsWith(http) ? r.error.slice(http.length) : '';
+  let outcome = `Failed: ${r.error || 'no answer'}.`;
+  if (r.success) outcome = `Delivered: the endpoint answered ${http} in ${r.duration_ms} ms.`;
+  else if (answered) outcome = `Failed: the endpoint answered ${http}${note} in ${r.duration_ms} ms; a delivery needs a 2xx answer.`;
+  const body = r.response_body || '';
+  return h('div', {}, notice(outcome, r.success ? 'success' : 'error'),
+    answered ? (SAYS_NOTHING.test(body)
+      ? h('p', { class: 'help' }, 'The answer had no body.')
+      : h('div', {}, h('p', { class: 'help' }, 'Its answer (the first 2 KB):'), h('pre', {}, body))) : null);
+}
+
 export async function list(ctx) {
   const base = `${adminBase(ctx)}/webhooks`;
   const hooks = (await get(base, { params: { per_page: 100 } })).webhooks;
@@ -90,9 +109,7 @@ export async function show(ctx) {
           submit: 'Send test',
           onSubmit: async (v) => {
             result.replaceChildren(h('p', { class: 'help' }, 'Sending…'));
-            const r = (await post(`${base}/test`, v)).result;
-            result.replaceChildren(notice(r.success ? `Delivered: HTTP ${r.status_code} in ${r.duration_ms} ms.` : `Failed: ${r.error || `HTTP ${r.status_code}`}.`, r.success ? 'success' : 'error'),
-              r.response_body ? h('pre', {}, r.response_body) : null);
+            result.replaceChildren(testResult((await post(`${base}/test`, v)).result));
           },
         }), result) : null),
     manage ? section('Change', null, form({

@@ -1,0 +1,99 @@
+"""The outbound relay's service (the listener is ``smtp/relay.py``): sending, from this host's
+IP pool addresses, mail that a delivery worker on a host owning none of them (a Lambda worker
+behind NAT) hands over because its pool's ``relay_host`` points here.
+
+It relays only the service's own mail, as it is being delivered: the envelope sender must be
+the return path of an outgoing message (its token), the one recipient that message's, and
+the data exactly the bytes the worker prepared for it (stored with its in-flight marker right
+before DATA, which must exist). Anything else is refused, so the listener is no open relay
+even to clients inside OUTBOUND_RELAY_CLIENTS. It keeps no queue: it answers the worker's DATA
+with the MX's own reply once the MX has answered, headed by a report line (``relay_report``),
+so the worker records the real outcome and retries as usual. The message goes out as the
+worker would send it from here: the server's pool (``egress``, IP_POOL_EGRESS forced to
+direct: a relay never hands mail on to another relay), the recipient domain's MTA-STS policy,
+DELIVERY_RELAY if this host has one.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+from sqlalchemy import select
+
+from chalicelib import observability, statuses
+from chalicelib.config import get_settings
+from chalicelib.db import session_scope
+from chalicelib.db.models import Delivery, Message, MessageRaw
+from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp
+from chalicelib.services.delivery.connect import text
+
+
+def client_allowed(address: str) -> bool:
+    """OUTBOUND_RELAY_CLIENTS (CIDR list), or loopback only when it is empty."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    networks = [n for n in get_settings().outbound_relay_clients.split(",") if n]
+    if not networks:
+        return ip.is_loopback
+    return any(ip in ipaddress.ip_network(n) for n in networks)
+
+
+def _message(db, mail_from: str, rcpt_to: str):
+    token = mail_from.rpartition("@")[0]
+    message = db.scalar(select(Message).where(Message.token == token,
+                                              Message.scope == "outgoing"))
+    if message is None or message.rcpt_to.lower() != rcpt_to.lower() or \
+            message.locked_by is None or message.status not in statuses.DELIVERABLE:
+        return None
+    return message
+
+
+# Temporary: a refusal here means a misconfiguration (or a probe), never a bad recipient.
+REFUSED = "451 4.7.1 not a message this service is delivering now: relaying refused"
+
+
+def check_envelope(mail_from: str, rcpt_to: str) -> str | None:
+    """At RCPT: None when the envelope is that of an outgoing message being delivered (its
+    worker holds its claim), else the refusal to answer."""
+    with session_scope() as db:
+        return None if _message(db, mail_from, rcpt_to) is not None else REFUSED
+
+
+def relay(mail_from: str, rcpt_to: str, data: bytes, peer: str) -> str:
+    """At DATA: deliver and answer with the MX's reply (or the refusal)."""
+    with session_scope() as db:
+        message = _message(db, mail_from, rcpt_to)
+        in_flight = message is not None and db.scalar(
+            select(Delivery.id).where(Delivery.message_id == message.id,
+                                      Delivery.status == statuses.IN_FLIGHT).limit(1))
+        raw = db.scalar(select(MessageRaw.raw).where(MessageRaw.message_id == message.id)) \
+            if in_flight else None
+        if raw is None or raw.rstrip(b"\r\n") != data.rstrip(b"\r\n"):
+            return REFUSED
+        server_id, message_id = message.server_id, message.id
+        path = egress.for_pool(db, egress.server_pool(db, server_id), mode="direct")
+    domain = rcpt_to.rpartition("@")[2]
+    try:
+        route = smtp.route(domain, path)
+    except smtp.TargetError as exc:
+        outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
+    else:
+        policy = mta_sts.policy_for(domain) if route.to_mx else None
+        outcome = smtp.send(route.hosts, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
+                            egress=path, policy=policy)
+    observability.log("delivery.relayed", "info" if outcome.status == statuses.SENT else
+                      "warning", message_id=message_id, server_id=server_id, client=peer,
+                      host=outcome.host, source_address=outcome.source_address,
+                      status=outcome.status, code=outcome.code, details=outcome.details)
+    return reply(outcome)
+
+
+def reply(outcome: smtp.Outcome) -> str:
+    """The answer to the worker's DATA: the MX's code (ours when none answered), the report
+    line, the MX's text (or what went wrong)."""
+    code = outcome.code or {statuses.SENT: 250, statuses.HARD_FAIL: 550}.get(outcome.status, 451)
+    if outcome.status == statuses.SENT and not 200 <= code < 300:
+        code = 250
+    words = text(outcome.output if outcome.code else outcome.details) or "-"
+    return f"{code}-{relay_report.line(outcome)}\r\n{code} {words[:900]}"

@@ -1,0 +1,468 @@
+"""Per-destination pacing: how fast, and how many at once, every worker together delivers to
+one receiving mail system, and the backoff all of them keep after it answered "slow down".
+
+A **destination** is what receivers throttle: the recipient domain, or a group of domains
+one provider hosts (a rule: ``google`` covers gmail.com, googlemail.com and every domain whose
+MX hosts are under google.com), as seen from one IP pool (receivers count per sending
+address; a tenant in a dedicated pool is not slowed by the shared pool's throttling). Its
+state is one row of ``delivery_destinations``, shared through the database, so every worker
+(Lambda invocations included) agrees:
+
+* **Connections.** At most ``connections`` workers deliver to it at once: a worker takes a
+  slot (``active`` + 1, with a ``delivery_leases`` row that lapses after
+  CLAIM_TIMEOUT_SECONDS, so a worker that dies gives its slot back when the destination runs
+  out) before connecting, and keeps it for the consecutive messages of a batch to that
+  destination (they share one SMTP session).
+* **Messages a minute.** ``per_minute`` (0: none), as the generic cell rate algorithm: a
+  message may go when the destination's theoretical arrival time is at most a tolerance
+  ahead of now (a burst of 10 seconds' worth), and moves it on by 60/per_minute seconds.
+* **Backoff.** A throttle reply (421, or a 4xx with an enhanced status 4.7.x, which is how
+  Gmail, Yahoo and Microsoft say "too fast"; a reply that says greylisting is not one: it is
+  about one sender-recipient pair) puts the destination into backoff for
+  DELIVERY_PACING_BACKOFF_SECONDS, doubled per further throttle in a row up to
+  DELIVERY_PACING_BACKOFF_MAX_SECONDS; a delivery ends the row of throttles.
+
+Each check and its update is ONE conditional UPDATE (one statement on PostgreSQL, with the
+slot's lease chained as a CTE): atomic, so two workers never take the last slot or the same
+rate cell. A message that may not go now is **paced**, not attempted: its claim is released
+with ``next_attempt_at`` at the time it may go and the reason in ``status_details``; its
+status stays (Pending stays Pending; a Scheduled one becomes Pending), no attempt is counted,
+no event fires (``attempt.pace``). Messages waiting on a backoff or a rate come back one by
+one: each is handed the next wake-up time (``wake_at``, spaced at the rate, or at
+``connections`` a second without one) instead of all waking at once when the backoff ends.
+Waiting messages are not strictly first come, first served: a new message may take a free
+slot before a waiting one wakes.
+
+Every duration here is a scheduled delay and follows TIME_SCALE. Limits come from
+``rules()``: the built-in rules for the large providers, DELIVERY_PACING_RULES over them, and
+DELIVERY_PACING_CONNECTIONS / DELIVERY_PACING_PER_MINUTE for any other destination.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import DateTime, Float, Integer, String, and_, bindparam, case, delete, exists
+from sqlalchemy import func, insert, or_, select, tuple_, update
+
+from chalicelib import clock, observability, statuses
+from chalicelib.config import get_settings
+from chalicelib.db.engine import autocommit_engine
+from chalicelib.db.models import DeliveryDestination, DeliveryLease
+from chalicelib.services.delivery import smtp, writes
+
+D, L = DeliveryDestination.__table__, DeliveryLease.__table__
+EPOCH = datetime(1970, 1, 1)
+BURST_SECONDS = 10.0      # a destination may take this long's worth of its rate at once
+SLOT_WAIT_SECONDS = 15.0  # a message finding every connection in use tries again after ~this
+LINE_SECONDS = 3600.0     # wake-up times are handed at most this far ahead
+# A time further ahead than it could have been set (by this much more than the longest
+# backoff, or than a rate cell) was set under another clock (a host's clock stepped back, or
+# a test's): it is ignored. The allowance covers the skew between workers' clocks.
+CLOCK_SKEW_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    domains: tuple[str, ...]  # recipient domains it covers
+    mx: tuple[str, ...]       # MX host names it covers (the name or anything under it)
+    connections: int
+    per_minute: int           # 0: no limit
+
+
+# Starting points for a sending address without a reputation yet; none of these providers
+# publishes figures, and each throttles on its own (which the backoff follows). Raise them
+# (DELIVERY_PACING_RULES) as your addresses earn it.
+BUILT_IN = (
+    Rule("google", ("gmail.com", "googlemail.com"), ("google.com", "googlemail.com"), 20, 600),
+    Rule("microsoft", ("outlook.com", "hotmail.com", "live.com", "msn.com"),
+         ("protection.outlook.com",), 20, 600),
+    Rule("yahoo", ("yahoo.com", "ymail.com", "rocketmail.com", "aol.com"), ("yahoodns.net",),
+         10, 300),
+    Rule("apple", ("icloud.com", "me.com", "mac.com"), ("mail.icloud.com",), 10, 300),
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _rules(configured: str, connections: int, per_minute: int) -> tuple[Rule, ...]:
+    built_in = {rule.name: rule for rule in BUILT_IN}
+    ours = []
+    for entry in json.loads(configured) if configured else []:
+        base = built_in.pop(entry["name"], None)
+
+        def field(name, default):
+            return entry[name] if name in entry else getattr(base, name, default)
+
+        ours.append(Rule(entry["name"],
+                         tuple(d.lower().rstrip(".") for d in field("domains", ())),
+                         tuple(m.lower().strip(".") for m in field("mx", ())),
+                         field("connections", connections), field("per_minute", per_minute)))
+    return tuple(ours) + tuple(built_in.values())
+
+
+def rules() -> tuple[Rule, ...]:
+    """DELIVERY_PACING_RULES first (one named like a built-in rule replaces the fields it
+    gives), then the built-in rules left."""
+    settings = get_settings()
+    return _rules(settings.delivery_pacing_rules, settings.delivery_pacing_connections,
+                  settings.delivery_pacing_per_minute)
+
+
+def destination(domain: str, mx_hosts: list[tuple[str, int]]) -> tuple[str, Rule]:
+    """(destination name, its rule) for mail to ``domain`` whose MX hosts are ``mx_hosts``
+    (none known when the mail goes through a relay: then only the domain counts)."""
+    domain = domain.lower().rstrip(".")
+    names = [h.lower().rstrip(".") for h, _ in mx_hosts]
+    for rule in rules():
+        if domain in rule.domains or any(name == mx or name.endswith("." + mx)
+                                         for name in names for mx in rule.mx):
+            return rule.name, rule
+    settings = get_settings()
+    return domain, Rule(domain, (domain,), (), settings.delivery_pacing_connections,
+                        settings.delivery_pacing_per_minute)
+
+
+def is_throttle(outcome: smtp.Outcome) -> bool:
+    """A reply saying "too fast, try later": 421, or a 4xx whose enhanced status is 4.7.x."""
+    if outcome.status != smtp.SOFT or outcome.code is None:
+        return False
+    text = (outcome.output or "").lower()
+    if "greylist" in text or "graylist" in text:
+        return False
+    return outcome.code == 421 or (400 <= outcome.code < 500 and text.startswith("4.7."))
+
+
+@dataclass
+class Wait:
+    """A message may not go now: when it may, and why (its ``status_details``)."""
+    until: datetime
+    reason: str
+    destination: str
+
+
+def _ts(moment: datetime) -> float:
+    return (moment - EPOCH).total_seconds()
+
+
+def _moment(ts: float) -> datetime:
+    return EPOCH + timedelta(seconds=ts)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.replace(microsecond=0).isoformat() + "Z"
+
+
+def _label(pool: int, name: str) -> str:
+    return f"{name} (IP pool {pool})" if pool else name
+
+
+class _Limits:
+    """A rule's limits in seconds after TIME_SCALE."""
+
+    def __init__(self, rule: Rule):
+        settings = get_settings()
+        self.rule = rule
+        self.interval = settings.scaled(60.0 / rule.per_minute) if rule.per_minute else 0.0
+        burst = max(1, int(rule.per_minute * BURST_SECONDS / 60)) if rule.per_minute else 1
+        self.tolerance = self.interval * (burst - 1)
+        # Waiting messages wake at the rate; without one, at ``connections`` a second.
+        self.spacing = self.interval or settings.scaled(1.0 / rule.connections)
+        self.backoff_max = settings.scaled(settings.delivery_pacing_backoff_max_seconds)
+        self.backoff_base = settings.scaled(settings.delivery_pacing_backoff_seconds)
+        self.lease = settings.claim_timeout_seconds
+
+
+# --- statements (built once per shape and dialect, every value a bind parameter) -----------
+
+def _b(name: str, type_) -> bindparam:
+    return bindparam(name, type_=type_())
+
+
+def _key():
+    return (D.c.ip_pool_id == _b("p_pool", Integer), D.c.destination == _b("p_dest", String))
+
+
+def _not_backing_off():
+    """No backoff now: none, over, or longer than the longest there can be (set under another
+    clock, or before DELIVERY_PACING_BACKOFF_MAX_SECONDS was lowered)."""
+    now = _b("p_now", DateTime)
+    return or_(D.c.backoff_until.is_(None), D.c.backoff_until <= now,
+               D.c.backoff_until > _b("p_backoff_horizon", DateTime))
+
+
+def _admit_statements(dialect: str, slot: bool, rate: bool) -> list:
+    """Take a rate cell (``rate``) and a connection slot (``slot``, with its lease) if the
+    destination is not backing off and has them: the UPDATE matches no row otherwise."""
+    now_ts = _b("p_now_ts", Float)
+    conditions = [*_key(), _not_backing_off()]
+    values = {"updated_at": _b("p_now", DateTime)}
+    if rate:
+        horizon = _b("p_tat_horizon", Float)  # beyond it the cell clock ran under another clock
+        conditions.append(or_(D.c.tat <= _b("p_tat_limit", Float), D.c.tat > horizon))
+        values["tat"] = case((and_(D.c.tat > now_ts, D.c.tat <= horizon), D.c.tat),
+                             else_=now_ts) + _b("p_interval", Float)
+    if slot:
+        conditions.append(D.c.active < _b("p_connections", Integer))
+        values["active"] = D.c.active + 1
+    admit = update(D).where(*conditions).values(**values).returning(
+        D.c.ip_pool_id, D.c.destination, D.c.throttles)
+    if not slot:
+        return [admit]
+    lease_columns = ["ip_pool_id", "destination", "holder", "expires_at"]
+    if dialect != "postgresql":
+        return [admit, insert(L).values(
+            ip_pool_id=_b("p_pool", Integer), destination=_b("p_dest", String),
+            holder=_b("p_holder", String), expires_at=_b("p_expires", DateTime))]
+    admitted = admit.cte("pace")
+    lease = insert(L).from_select(lease_columns, select(
+        admitted.c.ip_pool_id, admitted.c.destination, _b("p_holder", String),
+        _b("p_expires", DateTime))).returning(L.c.holder).cte("lease")
+    return [select(admitted.c.throttles).add_cte(lease)]
+
+
+def _give_back_statements(dialect: str, lapsed: bool) -> list:
+    """Give slots back: this worker's (``lapsed`` False) or every lapsed lease of the
+    destination; ``active`` drops by the leases deleted (never below 0)."""
+    which = L.c.expires_at < _b("p_now", DateTime) if lapsed else \
+        L.c.holder == _b("p_holder", String)
+    gone = delete(L).where(L.c.ip_pool_id == _b("p_pool", Integer),
+                           L.c.destination == _b("p_dest", String), which).returning(L.c.holder)
+    if dialect != "postgresql":  # the count of the first feeds the second (see _run)
+        less = _b("p_gone", Integer)
+        return [gone, update(D).where(*_key()).values(
+            active=case((D.c.active > less, D.c.active - less), else_=0))
+            .returning(D.c.active)]
+    gone = gone.cte("gone")
+    less = select(func.count()).select_from(gone).scalar_subquery()
+    return [update(D).where(*_key(), exists(select(gone.c.holder))).values(
+        active=case((D.c.active > less, D.c.active - less), else_=0)).returning(D.c.active)]
+
+
+def _ticket_statements(dialect: str) -> list:
+    """The next wake-up time of a waiting message: ``wake_at`` + spacing, or ``p_base`` when
+    that is later (or the line runs more than LINE_SECONDS ahead: start it again)."""
+    base, spacing = _b("p_base", Float), _b("p_spacing", Float)
+    following = D.c.wake_at + spacing
+    return [update(D).where(*_key()).values(
+        wake_at=case((and_(following > base, following <= _b("p_line_end", Float)), following),
+                     else_=base)).returning(D.c.wake_at)]
+
+
+def _throttled_statements(dialect: str) -> list:
+    """Back off, unless a backoff already runs (a burst of throttle replies to several
+    workers counts once)."""
+    return [update(D).where(*_key(), _not_backing_off()).values(
+        backoff_until=_b("p_until", DateTime), backoff_reason=_b("p_reason", String),
+        throttles=D.c.throttles + 1, updated_at=_b("p_now", DateTime)).returning(D.c.throttles)]
+
+
+def _delivered_statements(dialect: str) -> list:
+    return [update(D).where(*_key(), D.c.throttles > 0).values(throttles=0)
+            .returning(D.c.throttles)]
+
+
+def _read_statements(dialect: str) -> list:
+    return [select(D).where(*_key())]
+
+
+def _create_statements(dialect: str) -> list:
+    from sqlalchemy import text
+
+    # The same text on both databases (INSERT ... ON CONFLICT DO NOTHING).
+    return [text("INSERT INTO delivery_destinations (ip_pool_id, destination, throttles, tat, "
+                 "wake_at, active, updated_at) VALUES (:p_pool, :p_dest, 0, 0, 0, 0, :p_now) "
+                 "ON CONFLICT (ip_pool_id, destination) DO NOTHING")
+            .bindparams(_b("p_now", DateTime))]
+
+
+def _run(db, build, params: dict, *shape) -> list:
+    """Run a pacing statement as its own transaction and return the rows it returned.
+    PostgreSQL: one statement in autocommit mode. SQLite: the statements in order in the
+    session (committed at once; it holds no other work here), a later one only when the
+    first returned rows (``p_gone``: how many)."""
+    dialect = db.get_bind().dialect.name
+    statements = writes.cached(("pacing", build.__name__, dialect, *shape), lambda: [
+        (stmt, tuple(stmt.compile(dialect=db.get_bind().dialect).params))
+        for stmt in build(dialect, *shape)])
+    autocommit = autocommit_engine()
+    if autocommit is not None:
+        stmt, names = statements[0]
+        with autocommit.connect() as conn:
+            result = conn.execute(stmt, {n: params[n] for n in names if n in params})
+            return result.all() if result.returns_rows else []
+    first: list = []
+    for i, (stmt, names) in enumerate(statements):
+        result = db.execute(stmt, {n: params[n] for n in names if n in params})
+        rows = result.all() if result.returns_rows else []
+        if i == 0:
+            first = rows
+            if not rows:
+                break
+            params = {**params, "p_gone": len(rows)}
+    db.commit()
+    return first
+
+
+# --- the worker's side ----------------------------------------------------------------------
+
+class Pacer:
+    """One worker run's pacing (a wake-up, or a batch): admits each message before it is
+    sent, holds one connection slot at a time (the destination it is delivering to), and
+    reports throttle replies and deliveries."""
+
+    def __init__(self, worker: str):
+        self.worker = worker
+        self.held: tuple[int, str] | None = None  # the destination whose slot we hold
+        self.current: tuple[int, str, _Limits, int] | None = None  # (pool, name, limits, throttles)
+
+    def admit(self, db, message, hosts: list[tuple[str, int]], mx: bool) -> Wait | None:
+        """None: send now (a slot and a rate cell are taken). Else when it may go. ``mx``:
+        ``hosts`` are the recipient domain's MX hosts (not DELIVERY_RELAY nor the pool's
+        relay), so a rule may find the destination by them."""
+        self.current = None
+        if hosts == [smtp.CAPTURE]:  # nothing leaves the machine: nothing to pace
+            return None
+        pool = message.ip_pool_id or 0
+        name, rule = destination(message.rcpt_to.rpartition("@")[2], hosts if mx else [])
+        limits = _Limits(rule)
+        if self.held is not None and self.held != (pool, name):
+            self.finish(db)  # moving on: the previous destination's session is done
+        slot = self.held is None
+        for _ in range(3):
+            now = clock.now()
+            params = _params(pool, name, limits, now, holder=self.worker)
+            rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
+            if rows:
+                if slot:
+                    self.held = (pool, name)
+                self.current = (pool, name, limits, rows[0].throttles)
+                return None
+            wait = _refused(db, pool, name, limits, slot, now)
+            if wait is not None:
+                return wait
+        # Raced three times in a row (another worker changed the row each time): later.
+        return _slot_wait(pool, name, limits, clock.now())
+
+    def settle(self, db, outcome: smtp.Outcome) -> None:
+        """After an attempt: a throttle reply backs the destination off for every worker; a
+        delivery ends a row of throttles."""
+        if self.current is None:
+            return
+        pool, name, limits, throttles = self.current
+        if is_throttle(outcome):
+            _back_off(db, pool, name, limits, throttles, outcome)
+        elif outcome.status == smtp.SENT and throttles:
+            _run(db, _delivered_statements, {"p_pool": pool, "p_dest": name})
+            self.current = (pool, name, limits, 0)
+
+    def finish(self, db) -> None:
+        """Give the held connection slot back (the worker is done with that destination)."""
+        if self.held is not None:
+            pool, name = self.held
+            self.held = None
+            _run(db, _give_back_statements, {"p_pool": pool, "p_dest": name,
+                                             "p_holder": self.worker}, False)
+
+
+def _params(pool: int, name: str, limits: _Limits, now: datetime, holder: str) -> dict:
+    ts = _ts(now)
+    return {"p_pool": pool, "p_dest": name, "p_now": now, "p_now_ts": ts,
+            "p_backoff_horizon": _backoff_horizon(limits, now),
+            "p_tat_limit": ts + limits.tolerance, "p_tat_horizon": _tat_horizon(limits, ts),
+            "p_interval": limits.interval, "p_connections": limits.rule.connections,
+            "p_holder": holder, "p_expires": now + timedelta(seconds=limits.lease)}
+
+
+def _backoff_horizon(limits: _Limits, now: datetime) -> datetime:
+    return now + timedelta(seconds=limits.backoff_max + CLOCK_SKEW_SECONDS)
+
+
+def _tat_horizon(limits: _Limits, ts: float) -> float:
+    return ts + limits.tolerance + limits.interval + CLOCK_SKEW_SECONDS
+
+
+def _refused(db, pool: int, name: str, limits: _Limits, slot: bool,
+             now: datetime) -> Wait | None:
+    """Why the admission matched no row, as the wait it means; None: try again (the row was
+    missing and is made now, lapsed slots were given back, or the row changed meanwhile)."""
+    key = {"p_pool": pool, "p_dest": name, "p_now": now}
+    rows = _run(db, _read_statements, key)
+    if not rows:
+        _run(db, _create_statements, key)
+        return None
+    row, ts, label = rows[0], _ts(now), _label(pool, name)
+    if row.backoff_until is not None and now < row.backoff_until <= \
+            _backoff_horizon(limits, now):
+        until = _ticket(db, pool, name, limits, row.backoff_until, now)
+        return Wait(until, f"waiting: {label} answered a throttle reply "
+                           f"({row.backoff_reason}); no worker connects to it before "
+                           f"{_iso(row.backoff_until)}; next attempt at {_iso(until)} "
+                           "(pacing)", name)
+    if slot and row.active >= limits.rule.connections:
+        if _run(db, _give_back_statements, key, True):  # lapsed leases of dead workers
+            return None
+        return _slot_wait(pool, name, limits, now)
+    if limits.interval and ts + limits.tolerance < row.tat <= _tat_horizon(limits, ts):
+        until = _ticket(db, pool, name, limits, _moment(row.tat - limits.tolerance), now)
+        return Wait(until, f"waiting: {label} takes at most {limits.rule.per_minute} messages "
+                           f"a minute; next attempt at {_iso(until)} (pacing)", name)
+    return None
+
+
+def _slot_wait(pool: int, name: str, limits: _Limits, now: datetime) -> Wait:
+    seconds = get_settings().scaled(SLOT_WAIT_SECONDS) * random.uniform(0.5, 1.5)
+    until = now + timedelta(seconds=seconds)
+    return Wait(until, f"waiting: all {limits.rule.connections} connections to "
+                       f"{_label(pool, name)} are in use; next attempt at {_iso(until)} "
+                       "(pacing)", name)
+
+
+def _ticket(db, pool: int, name: str, limits: _Limits, base: datetime, now: datetime) -> datetime:
+    base_ts = _ts(max(base, now))
+    rows = _run(db, _ticket_statements, {
+        "p_pool": pool, "p_dest": name, "p_base": base_ts, "p_spacing": limits.spacing,
+        "p_line_end": base_ts + get_settings().scaled(LINE_SECONDS)})
+    return _moment(rows[0].wake_at) if rows else _moment(base_ts)
+
+
+def _back_off(db, pool: int, name: str, limits: _Limits, throttles: int,
+              outcome: smtp.Outcome) -> None:
+    now = clock.now()
+    seconds = min(limits.backoff_max, limits.backoff_base * 2 ** min(throttles, 30))
+    until = now + timedelta(seconds=seconds)
+    reply = f"{outcome.code} {outcome.output or ''}".strip()[:500]
+    rows = _run(db, _throttled_statements, {
+        "p_pool": pool, "p_dest": name, "p_now": now, "p_until": until, "p_reason": reply,
+        "p_backoff_horizon": _backoff_horizon(limits, now)})
+    if rows:  # the first throttle of a burst: the one that starts the backoff
+        observability.log("delivery.throttled", "warning", destination=name, ip_pool_id=pool,
+                          host=outcome.host, reply=reply, throttles=rows[0].throttles,
+                          backoff_until=until)
+
+
+IDLE_DAYS = 1
+
+
+def forget_idle(db, now: datetime, limit: int = 1000) -> int:
+    """Delete (up to ``limit``) destinations nobody delivered to for IDLE_DAYS, holding no
+    slot and backing off no more (their rate and wake-up times are long past): one row per
+    recipient domain ever seen would otherwise stay for good. Retention's hourly run calls
+    it."""
+    idle = select(D.c.ip_pool_id, D.c.destination).where(
+        D.c.updated_at < now - timedelta(days=IDLE_DAYS), D.c.active == 0,
+        or_(D.c.backoff_until.is_(None), D.c.backoff_until < now)).limit(limit)
+    return db.execute(delete(D).where(tuple_(D.c.ip_pool_id, D.c.destination).in_(idle))
+                      .execution_options(synchronize_session=False)).rowcount
+
+
+def paced_values(message, wait: Wait) -> dict:
+    """The message's columns while it waits: due when it may go, the reason shown; its
+    status stays (a Scheduled message is now simply Pending), no attempt is counted."""
+    values = {"next_attempt_at": wait.until, "status_details": wait.reason}
+    if message.status == statuses.SCHEDULED:
+        values["status"] = statuses.PENDING
+    return values
