@@ -66,6 +66,9 @@ CROSS_TENANT: dict[str, tuple[str, str]] = {
     "invitation": ("chalicelib/services/accounts/members.py",
                    "an invitation token names its organization; adding a member finds an "
                    "account outside the organization"),
+    "passkey-login": ("chalicelib/services/accounts/passkeys.py",
+                      "a passkey's answer names its credential, and so the account, before "
+                      "anyone is signed in"),
     "sso-login": ("chalicelib/services/accounts/sso.py",
                   "the identity provider's subject or address names the account"),
     "create-organization": ("chalicelib/services/organizations/organizations.py",
@@ -78,8 +81,14 @@ CROSS_TENANT: dict[str, tuple[str, str]] = {
                  "an open pixel or click link names its message by token"),
     "unsubscribe": ("chalicelib/services/suppressions/unsubscribe.py",
                     "a one-click unsubscribe link names its message by token"),
+    "mail-frame": ("chalicelib/services/mailframes/frames.py",
+                   "a mail frame's public URL names its row by a signed id (an iframe sends "
+                   "no credential)"),
     "delivery-claim": ("chalicelib/services/delivery/claim.py",
                        "a delivery wake-up names a message row by id"),
+    "outbound-relay": ("chalicelib/services/delivery/outbound_relay.py",
+                       "a worker handing a message to its IP pool's relay names it by its "
+                       "return path's token"),
     "webhook-claim": ("chalicelib/services/webhooks/deliver.py",
                       "a webhook wake-up names a request row by id"),
     "inbound-claim": ("chalicelib/services/inbound/forward.py",
