@@ -10,13 +10,15 @@ Everything else is refused (``Refusal``): the gateway is never an open relay. Th
 handler turns a refusal into its reply; nothing here speaks SMTP.
 
 Mail at the MX comes from no tenant: its recipient address names the route (and so the
-server), the return path or unsubscribe address the message it answers. Both steps here look
-across tenants (db/tenancy.py, "inbound-mail"); mail whose every recipient is a route is
-stored acting for the routes' servers (smtp/handler.py).
+server), the return path or unsubscribe address the message it answers, a DMARC report
+address its domain. Both steps here look across tenants (db/tenancy.py, "inbound-mail");
+mail whose every recipient is a route, or a report address, is stored acting for those
+addresses' servers (smtp/handler.py).
 """
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
@@ -35,8 +37,13 @@ class Unsubscribe(int):
     """Target: a List-Unsubscribe mailto address; the value is the message's id."""
 
 
-class DmarcReport(int):
-    """Target: a domain's DMARC report address; the value is the domain's id."""
+@dataclass(frozen=True, order=True)
+class DmarcReport:
+    """Target: a domain's DMARC report address: the domain, and the server its reports are
+    stored for (the report is written acting for it: smtp/handler.py's DmarcUnit)."""
+
+    domain_id: int
+    server_id: int
 
 
 class Refusal(enum.Enum):
@@ -66,7 +73,9 @@ def _classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]
     token = dmarc_addresses.token_of(address)  # at the return-path domain: asked first
     if token is not None:
         domain = dmarc_addresses.find_domain(db, token)
-        return (None, DmarcReport(domain.id)) if domain else (Refusal.UNKNOWN_DMARC, None)
+        if domain is None:
+            return Refusal.UNKNOWN_DMARC, None
+        return None, DmarcReport(domain.id, domain.server_id)
     if address.strip().lower() in get_settings().fbl_address_set:
         return None, FEEDBACK
     if return_path.is_any_return_path(db, address):
@@ -103,7 +112,7 @@ def _receive(db: Session, mail_from: str, rcpt_tos: list[str], targets: dict[str
         if isinstance(target, Unsubscribe):
             unsubscribe.unsubscribe(db, int(target), "unsubscribe by mail")
         elif isinstance(target, DmarcReport):
-            dmarc_intake.receive(db, domain_id=int(target), mail_from=mail_from, raw=raw)
+            dmarc_intake.receive(db, domain_id=target.domain_id, mail_from=mail_from, raw=raw)
         elif target == FEEDBACK:
             complaints.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
         elif target == RETURN_PATH:
