@@ -11,7 +11,7 @@ from chalicelib.db.models import (Delivery, Message, MessageEvent, Server, Submi
                                   Suppression, User, UserSession)
 from chalicelib.services.security.tokens import generate_secret, hash_secret
 from chalicelib.workers import retention
-from tests.support import all_tenants, unique
+from tests.support import Api, all_tenants, unique
 
 
 def _server_id(tenant) -> int:
@@ -107,14 +107,36 @@ def test_dmarc_reports_go_with_their_rows_after_their_retention(api, tenant, mon
 
     monkeypatch.setenv("DMARC_REPORT_RETENTION_DAYS", "30")
     day = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
-    with session_scope() as db:
+    with all_tenants() as db:
         domain_id = db.scalar(select(Domain.id).where(Domain.name == tenant.domain))
         ids = [intake.store(db, domain_id, intake.read(samples.mail(
             sender, "dmarc+x@rp.example", tenant.domain, day - timedelta(days=age)))).id
             for sender, age in (("google", 31), ("outlook", 29))]
     retention.run()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert list(db.scalars(select(DmarcReport.id).where(DmarcReport.domain_id == domain_id))) \
             == ids[1:]
         assert set(db.scalars(select(DmarcRecord.report_id)
                               .where(DmarcRecord.domain_id == domain_id))) == {ids[1]}
+
+
+def test_expired_mail_frames_of_every_server_go(api, tenant):
+    """A server that issues no frame after its last one expired never clears it itself (it
+    deletes only its own rows when it issues one): retention does, for every server."""
+    from chalicelib.db.models import MailFrame
+    from chalicelib.services.mailframes import frames
+
+    template = Api.data(api.post("/api/v2/server/templates", {
+        "name": "Framed", "subject": "s", "html_body": "<p>hi</p>"},
+        server_key=tenant.api_key), 201)["template"]["permalink"]
+    frame = Api.data(api.post("/api/v2/server/mail_frames", {"kind": "template",
+                                                             "id": template},
+                              server_key=tenant.api_key), 201)["mail_frame"]
+    frame_id = int(frame["path"][len(frames.PATH_PREFIX):].split(".")[0])
+    retention.run()
+    with all_tenants() as db:
+        assert db.get(MailFrame, frame_id) is not None  # not expired yet
+    clock.advance(frames.TTL + timedelta(seconds=1))
+    retention.run()
+    with all_tenants() as db:
+        assert db.get(MailFrame, frame_id) is None
