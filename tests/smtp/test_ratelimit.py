@@ -46,7 +46,7 @@ def test_a_success_clears_and_the_delay_is_capped():
     address = _address()
     delays = [limiter.record_failure(address) for _ in range(5)]
     assert delays[:3] == [3.0, 6.0, 9.0] and delays[3:] == [MAX_DELAY_SECONDS] * 2
-    with session_scope() as db:  # what a successful AUTH does (auth.authenticate)
+    with all_tenants() as db:  # what a successful AUTH does (auth.authenticate)
         limiter.clear(db, address)
     assert limiter.record_failure(address) == 3.0
 
