@@ -44,7 +44,7 @@ SQS_BATCH = 10
 
 # --------------------------------------------------------------------------- sinks (own process)
 
-def _sink_main(kind: str, ready, counts, stop) -> None:
+def sink_main(kind: str, ready, counts, stop) -> None:
     """The MX (kind "mx", ``counts[0]``: messages received) or the webhook receiver ("rx",
     ``counts[1]``: POSTs), each in a process of its own, so neither shares a GIL with the
     pipeline or with the other."""
@@ -91,7 +91,7 @@ class QueuePort:
             self.shared.put(item)
 
 
-def _worker_main(shared, ready, stop, results) -> None:
+def worker_main(shared, ready, stop, results) -> None:
     sys.path.insert(0, ROOT)
     from chalicelib import queues
     from chalicelib.workers import dispatch
@@ -228,6 +228,94 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
     return elapsed
 
 
+def start_sinks(ctx):
+    """The MX and the webhook receiver, each in a process of its own; returns (processes,
+    counts, stop event, MX relay host:port, receiver URL)."""
+    stop = ctx.Event()
+    counts = ctx.Array("q", 2, lock=False)
+    sinks, addresses = [], []
+    for kind in ("mx", "rx"):
+        ready_recv, ready_send = ctx.Pipe(duplex=False)
+        sinks.append(ctx.Process(target=sink_main, args=(kind, ready_send, counts, stop),
+                                 daemon=True))
+        sinks[-1].start()
+        addresses.append(ready_recv.recv())
+    return sinks, counts, stop, addresses[0], addresses[1]
+
+
+def prepare_world(url: str):
+    """The database (created when missing, emptied) and the sinks; the app's environment
+    pointed at them. Returns (spawn context, sink processes, counts, stop event, MX relay,
+    receiver URL)."""
+    ensure_database(url)
+    ctx = mp.get_context("spawn")
+    sinks, counts, stop, relay, hook_url = start_sinks(ctx)
+    prepare_database(url, **STACK_ENV, DELIVERY_RELAY=relay, WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
+                     TRACKING_MACHINE_SECONDS="0")
+    return ctx, sinks, counts, stop, relay, hook_url
+
+
+def start_stack(hook_url: str):
+    """The local stack (its queue a NullPort until a phase starts) and a tenant whose webhook
+    receives every MessageSent; returns (stack, admin Api client, tenant)."""
+    from app import app
+    from bench.common import NullPort
+    from chalicelib import queues
+    from chalicelib.local.stack import LocalStack
+    from tests.support import Api, free_port, make_tenant
+
+    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
+    queues.set_port(NullPort())
+    try:
+        api = Api(stack.base_url, ADMIN_KEY)
+        tenant = make_tenant(api)
+        api.post(tenant.server_path + "/webhooks",
+                 {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack, api, tenant
+
+
+def run_workers(ctx, api, tenant, counts, workers: int, n: int, tag: str,
+                before: tuple[int, int]):
+    """One timed phase: ``workers`` worker processes, ``n`` messages tagged ``tag`` posted in
+    batches, until the MX has them and the receiver their webhooks (``before``: what the
+    sinks had counted already). Returns (seconds, API CPU seconds, worker CPU seconds per
+    queue, wake-ups handled per queue)."""
+    from bench.common import NullPort
+    from chalicelib import queues
+
+    shared, stop, ready, results = ctx.Queue(), ctx.Event(), ctx.Semaphore(0), ctx.Queue()
+    procs = [ctx.Process(target=worker_main, args=(shared, ready, stop, results), daemon=True)
+             for _ in range(workers)]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.acquire()
+    queues.set_port(QueuePort(shared))
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    post_batches(api, tenant, n, tag)
+    accept_cpu = time.process_time() - cpu0
+    wait_count(counts, 0, before[0] + n, 600)
+    end = wait_count(counts, 1, before[1] + n, 600)
+    time.sleep(0.5)  # the last outcome's commit follows its POST
+    stop.set()
+    worker_cpu: dict[str, float] = {}
+    handled: dict[str, int] = {}
+    for _ in procs:
+        cpu, done = results.get(timeout=60)
+        for k, v in cpu.items():
+            worker_cpu[k] = worker_cpu.get(k, 0.0) + v
+        for k, v in done.items():
+            handled[k] = handled.get(k, 0) + v
+    for proc in procs:
+        proc.join(timeout=30)
+    queues.set_port(NullPort())
+    return end - started, accept_cpu, worker_cpu, handled
+
+
 def ensure_database(url: str) -> None:
     from sqlalchemy import create_engine, text
 
@@ -248,40 +336,19 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
-    ensure_database(url)
-    ctx = mp.get_context("spawn")
-    stop_sinks = ctx.Event()
-    counts = ctx.Array("q", 2, lock=False)
-    sinks, addresses = [], []
-    for kind in ("mx", "rx"):
-        ready_recv, ready_send = ctx.Pipe(duplex=False)
-        sinks.append(ctx.Process(target=_sink_main, args=(kind, ready_send, counts, stop_sinks),
-                                 daemon=True))
-        sinks[-1].start()
-        addresses.append(ready_recv.recv())
-    relay, hook_url = addresses
-    prepare_database(url, **STACK_ENV, DELIVERY_RELAY=relay, WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
-                     TRACKING_MACHINE_SECONDS="0")
+    ctx, sinks, counts, stop_sinks, relay, hook_url = prepare_world(url)
     from sqlalchemy import create_engine
 
     from chalicelib.db import migrate
 
     migrate.upgrade(url)
     from bench.common import NullPort
-    from app import app
     from chalicelib import queues
-    from chalicelib.local.stack import LocalStack
-    from tests.support import Api, free_port, make_tenant
 
-    stack = LocalStack(app, http_port=0, smtp_port=free_port(), sweep_interval=3600).start()
-    queues.set_port(NullPort())
+    stack, api, tenant = start_stack(hook_url)
     engine = create_engine(url)
     lines = []
     try:
-        api = Api(stack.base_url, ADMIN_KEY)
-        tenant = make_tenant(api)
-        api.post(tenant.server_path + "/webhooks",
-                 {"name": "bench", "url": hook_url, "events": ["MessageSent"]}).raise_for_status()
         from chalicelib.db import session_scope
         from chalicelib.db.models import Domain
         from chalicelib.services.dkim import keys as dkim_keys
@@ -306,37 +373,11 @@ def main() -> None:
             lines.append(f"| reference loop | {n / ref_seconds:.0f}/s | 1.00 | "
                          f"{(c1 - c0) / n:.2f} | {(w1 - w0) / n:.0f} | {1000 * ref_cpu / n:.2f} (whole loop) | — |")
             for workers in [int(w) for w in args.workers.split(",")]:
-                shared, stop, ready, results = ctx.Queue(), ctx.Event(), ctx.Semaphore(0), \
-                    ctx.Queue()
-                procs = [ctx.Process(target=_worker_main, args=(shared, ready, stop, results),
-                                     daemon=True) for _ in range(workers)]
-                for proc in procs:
-                    proc.start()
-                for _ in procs:
-                    ready.acquire()
-                queues.set_port(QueuePort(shared))
                 c0, w0 = settle_stats(engine)
-                cpu0 = time.process_time()
-                started = time.perf_counter()
-                post_batches(api, tenant, n, f"r{round_no}w{workers}")
-                accept_cpu = time.process_time() - cpu0
-                wait_count(counts, 0, sent + n, 600)
-                end = wait_count(counts, 1, hooks + n, 600)
+                run = run_workers(ctx, api, tenant, counts, workers, n, f"r{round_no}w{workers}",
+                                  (sent, hooks))
+                seconds, accept_cpu, worker_cpu, handled = run
                 sent, hooks = sent + n, hooks + n
-                seconds = end - started
-                time.sleep(0.5)  # the last outcome's commit follows its POST
-                stop.set()
-                worker_cpu: dict[str, float] = {}
-                handled: dict[str, int] = {}
-                for _ in procs:
-                    cpu, done = results.get(timeout=60)
-                    for k, v in cpu.items():
-                        worker_cpu[k] = worker_cpu.get(k, 0.0) + v
-                    for k, v in done.items():
-                        handled[k] = handled.get(k, 0) + v
-                for proc in procs:
-                    proc.join(timeout=30)
-                queues.set_port(NullPort())
                 c1, w1 = settle_stats(engine)
                 check(engine, f"r{round_no}w{workers}", n)
                 rate = n / seconds

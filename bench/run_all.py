@@ -22,6 +22,7 @@ BENCHES = [
     ("stats", ["bench_stats.py"]),
     ("sending_controls", ["bench_sending_controls.py"]),
     ("pipeline", ["bench_pipeline.py"]),
+    ("rls", ["bench_rls.py"]),
 ]
 
 

@@ -3,9 +3,11 @@ Lambda container (or gateway container), before the first ``get_settings()``.
 
 Secrets never sit in the Lambda configuration; the configuration names them instead:
 
-* ``DATABASE_SECRET_ARN``: the RDS-managed secret (JSON ``{"username", "password"}``); its
-  user and password are put into ``DATABASE_URL`` (which carries host, port and database).
-  ``DATABASE_PASSWORD`` (ECS injects single JSON keys of a secret) does the same for the password.
+* ``DATABASE_SECRET_ARN``: the service's database role (JSON ``{"username", "password"}``);
+  its user and password are put into ``DATABASE_URL`` (which carries host, port and
+  database). ``DATABASE_PASSWORD`` (ECS injects single JSON keys of a secret) does the same
+  for the password. ``DATABASE_OWNER_SECRET_ARN`` (the migrate function only: the
+  RDS-managed master user, owner of the tables) fills ``DATABASE_OWNER_URL`` the same way.
 * ``SIGNING_KEY_SECRET_ARN`` (or ``SIGNING_KEY_PEM`` injected by ECS): the installation RSA key
   (PEM), written 0600 under /tmp and pointed to by ``SIGNING_KEY_PATH`` — every container signs
   with the same key instead of generating its own.
@@ -24,6 +26,8 @@ import tempfile
 from typing import Any, Callable, MutableMapping
 
 SUFFIX = "_SECRET_ARN"
+# <NAME>_SECRET_ARN holding a database user and password -> the URL setting they go into.
+_DATABASE_URLS = {"DATABASE": "DATABASE_URL", "DATABASE_OWNER": "DATABASE_OWNER_URL"}
 _done = False
 
 
@@ -72,11 +76,11 @@ def load(environ: MutableMapping[str, str] | None = None,
     for name in sorted(n for n in list(env) if n.endswith(SUFFIX) and env[n]):
         target = name[: -len(SUFFIX)]
         value = fetch(env[name])
-        if target == "DATABASE":
+        if target in _DATABASE_URLS:
+            url = _DATABASE_URLS[target]
             creds: dict[str, Any] = json.loads(value)
-            env["DATABASE_URL"] = _with_credentials(env["DATABASE_URL"], creds.get("username"),
-                                                    creds.get("password"))
-            filled.append("DATABASE_URL")
+            env[url] = _with_credentials(env[url], creds.get("username"), creds.get("password"))
+            filled.append(url)
         elif target == "SIGNING_KEY":
             _write_key(value, env)
             filled.append("SIGNING_KEY_PATH")

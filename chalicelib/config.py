@@ -233,7 +233,15 @@ KEYS: tuple[Key, ...] = (
     _spec("auth.oidc.redirect_uri", "", str, "The callback URL registered at the provider (…/api/v2/auth/oidc/callback)."),
     # Operational settings.
     _env("DATABASE_URL", "sqlite:///var/email-service.db", str,
-         "SQLAlchemy URL. PostgreSQL: postgresql+pg8000://user:pass@host/db."),
+         "SQLAlchemy URL the service connects with. PostgreSQL: "
+         "postgresql+pg8000://user:pass@host/db, a role bound by row-level security (not "
+         "the tables' owner: see DATABASE_OWNER_URL)."),
+    _env("DATABASE_OWNER_URL", "", str,
+         "PostgreSQL: the same database as DATABASE_URL, as the role that owns the tables; "
+         "migrations run as it, and it creates DATABASE_URL's role (user and password "
+         "from DATABASE_URL) and grants it row access. Empty: migrations use DATABASE_URL "
+         "(SQLite, or one role; on PostgreSQL the start warns when that role could bypass "
+         "row-level security)."),
     _env("DATABASE_SSL", "off", _parse_ssl_mode,
          "TLS to PostgreSQL: off; require (encrypted, certificate not checked); verify "
          "(certificate and host name checked against DATABASE_SSL_CA or the system CAs)."),
@@ -443,6 +451,7 @@ class Settings(BaseModel):
     auth_oidc_client_secret: str
     auth_oidc_redirect_uri: str
     database_url: str
+    database_owner_url: str
     database_ssl: str
     database_ssl_ca: str
     port: int

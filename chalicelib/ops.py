@@ -1,5 +1,7 @@
-"""Deploy-time tasks: bring the database schema to head and seed the operator's admin key;
-rotate the installation signing key (``signing-key show|rotate|activate``).
+"""Deploy-time tasks: bring the database schema to head as the owner of the tables
+(DATABASE_OWNER_URL), create or update the service's role (DATABASE_URL's user and password)
+and grant it row access, seed the operator's admin key; rotate the installation signing key
+(``signing-key show|rotate|activate``).
 
 Runs as the ``migrate`` Lambda function (``app.py``), which ``infra/deploy.sh`` updates to the
 new code and invokes BEFORE ``chalice deploy`` switches the API and workers over, and locally
@@ -20,7 +22,7 @@ def migrate() -> dict:
     from chalicelib.services.security import keys
 
     settings = get_settings()
-    db_migrate.upgrade(settings.database_url)
+    warnings = db_migrate.prepare(settings)
     keys.signing_key()  # fails loudly now, not at the first webhook, when the key is unusable
     seeded, revoked = False, []
     if settings.admin_api_key:
@@ -28,10 +30,11 @@ def migrate() -> dict:
             _, previous = admin_keys.seed_key(db, settings.admin_api_key)
             revoked = [k.key_hint for k in previous]
         seeded = True
-    with get_engine().connect() as conn:
+    with get_engine(db_migrate.owner_url(settings)).connect() as conn:
         revision = MigrationContext.configure(conn).get_current_revision()
     return {"revision": revision, "admin_key_seeded": seeded,
-            "previous_seeded_keys_revoked": revoked, "warnings": keys.startup_warnings(settings)}
+            "previous_seeded_keys_revoked": revoked,
+            "warnings": warnings + keys.startup_warnings(settings)}
 
 
 SIGNING_KEY_ACTIONS = ("show", "rotate", "activate")

@@ -2,18 +2,22 @@
 # First deploy and upgrade of one stage, in the order that keeps the service consistent:
 #
 #   1. infra stack (database, proxy, queues, secrets, alarms, gateway service) — the gateway
-#      keeps running its CURRENT image here;
+#      keeps running its CURRENT image here, connected as the database role that image
+#      expects (GatewayDatabaseRole: the service's own role; the tables' owner for an image
+#      from before the two roles);
 #   2. secrets CloudFormation cannot generate (installation RSA key, ENCRYPTION_KEY), once;
 #   3. build the Chalice project (infra/build.py: placeholders filled from the stack outputs,
 #      Lambda-lean requirements, Chalice's deployment state restored from S3), package it
 #      (chalice package) and add bytecode for the third-party modules (infra/precompile.py),
 #      which also replaces Chalice's cached package so `chalice deploy` reuses that very zip;
-#   4. migrations: the `migrate` function gets the NEW code and runs it (schema to head, admin
-#      key seeded) BEFORE `chalice deploy` switches the API and workers (first deploy: right
-#      after it, as nothing serves tenants yet);
+#   4. migrations: the `migrate` function gets the NEW code and configuration and runs them
+#      (schema to head as the tables' owner, the service's database role created or updated
+#      and granted, admin key seeded) BEFORE `chalice deploy` switches the API and workers to
+#      that role (first deploy: right after it, as nothing serves tenants yet);
 #   5. chalice deploy; the state goes back to S3; API Gateway gets the envelope gateway
 #      responses (unknown route -> 404 NotFound instead of API Gateway's 403);
-#   6. the gateway rolls to the new image (ECS rolling deploy with circuit breaker).
+#   6. the gateway rolls to the new image, connected as the service's role (ECS rolling
+#      deploy with circuit breaker).
 #
 # Migrations must be expand-only (add columns/tables, never drop or rename in the same release):
 # old code keeps serving while they run. Drop things a release later.
@@ -56,17 +60,28 @@ stack_output() {
     --query "Stacks[0].Outputs[?OutputKey=='$1'].OutputValue" --output text
 }
 
-current_gateway_image() {
+current_parameter() {  # $1: parameter of the infra stack; empty without a stack
   aws cloudformation describe-stacks --stack-name "$STACK" \
-    --query "Stacks[0].Parameters[?ParameterKey=='GatewayImage'].ParameterValue" \
+    --query "Stacks[0].Parameters[?ParameterKey=='$1'].ParameterValue" \
     --output text 2>/dev/null || true
 }
 
-deploy_infra() {  # $1: gateway image to run
+deploy_infra() {  # $1: gateway image to run, $2: the database role it connects as
   # shellcheck disable=SC2046  # one KEY=value override per line of the params file
   aws cloudformation deploy --stack-name "$STACK" --template-file "$INFRA_TEMPLATE" \
     --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-    --parameter-overrides Stage="$STAGE" GatewayImage="$1" $(grep -Ev '^\s*(#|$)' "$PARAMS_FILE")
+    --parameter-overrides Stage="$STAGE" GatewayImage="$1" GatewayDatabaseRole="$2" \
+    $(grep -Ev '^\s*(#|$)' "$PARAMS_FILE")
+}
+
+migrate_environment() {  # the migrate function's environment in the package just built
+  "$PYTHON" - "$BUILD/package/sam.json" <<'PY'
+import json, sys
+resources = json.load(open(sys.argv[1]))["Resources"]
+function = next(r for r in resources.values() if r["Type"] == "AWS::Serverless::Function"
+                and r["Properties"]["Handler"] == "app.migrate")
+print(json.dumps({"Variables": function["Properties"]["Environment"]["Variables"]}))
+PY
 }
 
 generate_secret_once() {  # $1: stack output naming the secret, $2: command printing the value
@@ -99,13 +114,17 @@ else
 fi
 
 log "infra stack $STACK (the gateway keeps its current image)"
-PREVIOUS_IMAGE="$(current_gateway_image)"
+PREVIOUS_IMAGE="$(current_parameter GatewayImage)"
+PREVIOUS_ROLE="$(current_parameter GatewayDatabaseRole)"
 FIRST_DEPLOY=false
 if [ -z "$PREVIOUS_IMAGE" ] || [ "$PREVIOUS_IMAGE" = "None" ]; then
   PREVIOUS_IMAGE="$REPO:$TAG"
+  PREVIOUS_ROLE=service
   FIRST_DEPLOY=true
+elif [ -z "$PREVIOUS_ROLE" ] || [ "$PREVIOUS_ROLE" = "None" ]; then
+  PREVIOUS_ROLE=owner  # a stack from before the two roles: its image connects as the owner
 fi
-deploy_infra "$PREVIOUS_IMAGE"
+deploy_infra "$PREVIOUS_IMAGE" "$PREVIOUS_ROLE"
 
 generate_secret_once SigningKeySecretArn \
   "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 2>/dev/null"
@@ -120,9 +139,15 @@ aws s3 sync "s3://$STATE_BUCKET/email-service/$STAGE/deployed/" "$BUILD/deployed
 "$PYTHON" "$ROOT/infra/precompile.py" --project "$BUILD/project" "$BUILD/package/deployment.zip"
 
 if [ "$FIRST_DEPLOY" = false ] && aws lambda get-function --function-name "email-service-$STAGE-migrate" >/dev/null 2>&1; then
-  log "migrating with the new code before traffic switches"
+  log "migrating with the new code and configuration before traffic switches"
   aws lambda update-function-code --function-name "email-service-$STAGE-migrate" \
     --zip-file "fileb://$BUILD/package/deployment.zip" >/dev/null
+  aws lambda wait function-updated --function-name "email-service-$STAGE-migrate"
+  # Its configuration too: the migrate step reads the database roles from it (on the deploy
+  # that introduces the two roles, the secret's resource policy lets it read the service's).
+  migrate_environment >"$BUILD/migrate-environment.json"
+  aws lambda update-function-configuration --function-name "email-service-$STAGE-migrate" \
+    --environment "file://$BUILD/migrate-environment.json" >/dev/null
   aws lambda wait function-updated --function-name "email-service-$STAGE-migrate"
   invoke_migrate
   MIGRATED=true
@@ -145,7 +170,7 @@ log "API Gateway: envelope answers for unknown routes, throttling and oversized 
 "$PYTHON" "$ROOT/infra/gateway_responses.py" "$BUILD/project/.chalice/deployed/$STAGE.json"
 
 log "rolling the SMTP gateway to $REPO:$TAG"
-deploy_infra "$REPO:$TAG"
+deploy_infra "$REPO:$TAG" service
 
 log "done: stage $STAGE runs $TAG"
 echo "API:  $(stack_output PublicUrl)"

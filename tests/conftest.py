@@ -10,12 +10,31 @@ import tempfile
 import pytest
 
 _tmp = tempfile.mkdtemp(prefix="email-service-tests-")
+# The owner of the tables (migrations; the suite's own scratch tables). On PostgreSQL the
+# service runs as a role of its own, bound by row-level security, which the suite creates
+# through the migrate step (db/roles.py): APP_DATABASE_URL.
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or f"sqlite:///{_tmp}/test.db"
 TEST_ADMIN_KEY = "test-admin-key-0123456789abcdef"
 
+
+def _app_database_url(url: str) -> str:
+    """The service's role: named after the database, since roles are shared by every
+    database of the cluster (other suites' databases included)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return url
+    return parsed.set(username=f"{parsed.database}_app", password=f"{parsed.database}-app-pw") \
+        .render_as_string(hide_password=False)
+
+
+APP_DATABASE_URL = _app_database_url(TEST_DATABASE_URL)
+
 # Settings are read lazily, so setting the environment before the first get_settings() is enough.
 os.environ.update({
-    "DATABASE_URL": TEST_DATABASE_URL,
+    "DATABASE_URL": APP_DATABASE_URL,
+    "DATABASE_OWNER_URL": TEST_DATABASE_URL if APP_DATABASE_URL != TEST_DATABASE_URL else "",
     "SIGNING_KEY_PATH": os.path.join(_tmp, "signing_key.pem"),
     "ADMIN_API_KEY": TEST_ADMIN_KEY,
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",   # receivers in tests live on loopback
@@ -46,20 +65,22 @@ def _reset_database(url: str) -> None:
 
 @pytest.fixture(scope="session")
 def database():
-    """The schema, migrated from empty to head once per test session."""
+    """The schema, migrated from empty to head once per test session, and the service's
+    role granted (the migrate step's own code). Yields the owner's URL."""
     from chalicelib.db import migrate
 
     _reset_database(TEST_DATABASE_URL)
-    migrate.upgrade(TEST_DATABASE_URL)
+    migrate.prepare()
     yield TEST_DATABASE_URL
 
 
 @pytest.fixture
 def db(database):
-    """A session for tests that call services directly (committed on success)."""
-    from chalicelib.db import session_scope
+    """A session of the service's role for tests that set up or inspect rows of any tenant
+    (committed on success): it acts across tenants, as tests/support.all_tenants does."""
+    from tests.support import all_tenants
 
-    with session_scope() as session:
+    with all_tenants() as session:
         yield session
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import requests
@@ -112,3 +113,16 @@ def make_tenant(api: Api, *, verified: bool = True, domain: str | None = None) -
     smtp_key = Api.data(api.post(base + "/credentials", {"type": "SMTP", "name": "smtp"}),
                         201)["credential"]["key"]
     return Tenant(org_permalink, srv, domain_name, api_key, smtp_key)
+
+
+@contextmanager
+def all_tenants():
+    """A session of the service's role (committed on success) that sees every tenant's
+    rows, as an instance admin does (db/tenancy.py): how tests set up and inspect rows
+    directly. On PostgreSQL a plain session_scope() acts for nobody and reads no tenant's
+    rows."""
+    from chalicelib.db import session_scope, tenancy
+
+    with session_scope() as db:
+        tenancy.act(db, tenancy.instance_admin())
+        yield db

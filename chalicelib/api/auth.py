@@ -1,10 +1,15 @@
-"""Turning request headers into a Principal (or 401 Unauthorized)."""
+"""Turning request headers into a Principal (or 401 Unauthorized), and the tenant the
+request's transaction acts for from then on (db/tenancy.py: PostgreSQL's row-level security
+reads it): a server's API key acts for its server, an admin API key or an instance admin for
+every tenant, a signed-in person for themself (services/organizations/lookup.py narrows it
+to an organization, and ``X-Server`` to one server)."""
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.api.principal import ADMIN, NONE, SERVER, SERVER_READ, SESSION, Principal
+from chalicelib.db import tenancy
 from chalicelib.services.accounts import admin_keys, sessions
 from chalicelib.services.organizations import credentials, lookup
 from chalicelib.services.security import throttle
@@ -25,7 +30,9 @@ def bearer_token(request) -> str | None:
 
 def _user_principal(db: Session, token: str) -> Principal:
     session = sessions.authenticate_session(db, token)
-    return Principal(kind="user", user=session.user, session=session)
+    user = session.user
+    tenancy.act(db, tenancy.instance_admin(user.id) if user.admin else tenancy.for_user(user.id))
+    return Principal(kind="user", user=user, session=session)
 
 
 def _user_on_server(db: Session, request, token: str, reads: bool) -> Principal:
@@ -38,6 +45,7 @@ def _user_on_server(db: Session, request, token: str, reads: bool) -> Principal:
                                      field="X-Server")
     action = "messages.read" if reads or request.method in ("GET", "HEAD") else "messages.manage"
     principal.server = lookup.server(db, principal, org, server, action)
+    tenancy.act(db, tenancy.for_server(principal.server.id, principal.user.id))
     return principal
 
 
@@ -50,12 +58,15 @@ def authenticate(mode: str, request, db: Session) -> Principal | None:
         if not key and token:
             return _user_on_server(db, request, token, reads=mode == SERVER_READ)
         credential = credentials.authenticate_key(db, key, "API")
+        tenancy.act(db, tenancy.for_server(credential.server_id))
         throttle.take(db, credential.id)
         return Principal(kind="server", server=credential.server, credential=credential)
     if mode == ADMIN:
         key = request.headers.get("x-admin-api-key")
         if key:
-            return Principal(kind="admin_key", admin_key=admin_keys.authenticate(db, key))
+            admin_key = admin_keys.authenticate(db, key)
+            tenancy.act(db, tenancy.instance_admin())
+            return Principal(kind="admin_key", admin_key=admin_key)
         token = bearer_token(request)
         if token:
             return _user_principal(db, token)

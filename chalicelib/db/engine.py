@@ -25,6 +25,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 
 if TYPE_CHECKING:
     import ssl
@@ -184,7 +185,16 @@ def _pipeline_pg8000_statements() -> None:
     description is read as it arrives), so send Parse, Describe, Bind, Execute, Sync at once
     and read the answers in one go, as libpq's PQexecParams does: one round trip. An error
     at any step makes the server skip to the Sync and answer ErrorResponse, ReadyForQuery,
-    which handle_messages raises as before. COPY (a stream) keeps the original path."""
+    which handle_messages raises as before. COPY (a stream) keeps the original path. The
+    messages go without the Flush pg8000 puts after each (it asks the server to send what it
+    has at once, a packet per answer): the Sync at the end sends the answers together.
+
+    The tenant a statement acts for (db/tenancy.py sets ``tenancy_prelude`` on the
+    connection just before it) goes in the same write: Parse, Bind, Execute of
+    ``tenancy.PRELUDE_SQL`` in front of the statement, before the one Sync, so it shares the
+    statement's transaction even in autocommit mode and costs no round trip. Its answer (no
+    row) is read first; if it fails, the server skipped the statement and the error is
+    raised."""
     from pg8000 import core
 
     if not _pg8000_is_patchable():
@@ -192,27 +202,89 @@ def _pipeline_pg8000_statements() -> None:
     original = core.CoreConnection.execute_unnamed
     if getattr(original, "pipelined", False):
         return
+    original_simple = core.CoreConnection.execute_simple
+    prelude_sql = tenancy.PRELUDE_SQL
+
+    def send_prelude(self, statement: str):
+        prelude = getattr(self, "tenancy_prelude", None)
+        if prelude is None or statement in _TRANSACTION_CONTROL:
+            return None
+        if not self.autocommit:  # once per transaction; autocommit: every statement of a batch
+            self.tenancy_prelude = None
+        write_parse(self, prelude_sql, ())
+        write_bind(self, prelude, text=True)
+        core._write(self._sock, core.EXECUTE_MSG)
+        return core.Context(prelude_sql)
+
+    def write_parse(self, statement: str, oids) -> None:  # send_PARSE without its Flush
+        val = bytearray(core.NULL_BYTE)
+        val.extend(statement.encode(self._client_encoding) + core.NULL_BYTE)
+        val.extend(core.H_pack(len(oids)))
+        for oid in oids:
+            val.extend(core.i_pack(0 if oid == -1 else oid))
+        self._send_message(core.PARSE, val)
+
+    def write_bind(self, vals, text: bool = False) -> None:
+        # send_BIND of the unnamed portal without its Flush; ``text``: the values are str
+        params = vals if text else core.make_params(self.py_types, vals)
+        val = bytearray(core.NULL_BYTE + core.NULL_BYTE + core.H_pack(0) +
+                        core.H_pack(len(params)))
+        for value in params:
+            if value is None:
+                val.extend(core.i_pack(-1))
+            else:
+                encoded = value.encode(self._client_encoding)
+                val.extend(core.i_pack(len(encoded)))
+                val.extend(encoded)
+        val.extend(core.H_pack(0))
+        self._send_message(core.BIND, val)
+
+    def read_prelude(self, context) -> None:
+        while True:
+            code, data_len = core.ci_unpack(core._read(self._sock, 5))
+            self.message_types[code](core._read(self._sock, data_len - 4), context)
+            if code == core.COMMAND_COMPLETE:
+                return
+            if code == core.READY_FOR_QUERY:  # it failed: the statement was skipped
+                raise context.error or core.InterfaceError("the tenancy prelude failed")
 
     def execute_unnamed(self, statement, vals=(), oids=(), stream=None):
         if stream is not None:
             return original(self, statement, vals, oids, stream)
+        prelude = send_prelude(self, statement)
         context = core.Context(statement)
-        self.send_PARSE(core.NULL_BYTE, statement, oids)
-        self.send_DESCRIBE_STATEMENT(core.NULL_BYTE)
-        self.send_BIND(core.NULL_BYTE, core.make_params(self.py_types, vals))
-        self.send_EXECUTE()
+        write_parse(self, statement, oids)
+        self._send_message(core.DESCRIBE, core.STATEMENT + core.NULL_BYTE)
+        write_bind(self, vals)
         try:
+            core._write(self._sock, core.EXECUTE_MSG)
             core._write(self._sock, core.SYNC_MSG)
             core._flush(self._sock)
         except AttributeError as exc:
             if self._sock is None:
                 raise core.InterfaceError("connection is closed") from exc
             raise
+        if prelude is not None:
+            read_prelude(self, prelude)
         self.handle_messages(context)
         return context
 
+    def execute_simple(self, statement):
+        # A statement without parameters normally goes as a simple Query (which carries its
+        # own Sync); with a tenant to send it takes the pipelined path instead.
+        if getattr(self, "tenancy_prelude", None) is not None and \
+                statement not in _TRANSACTION_CONTROL:
+            return execute_unnamed(self, statement)
+        return original_simple(self, statement)
+
     execute_unnamed.pipelined = True  # type: ignore[attr-defined]
+    execute_unnamed.tenancy_prelude = True  # type: ignore[attr-defined]
     core.CoreConnection.execute_unnamed = execute_unnamed
+    core.CoreConnection.execute_simple = execute_simple
+
+
+# What pg8000 itself sends around statements: never with a tenant in front.
+_TRANSACTION_CONTROL = frozenset({"begin transaction", "commit", "rollback"})
 
 
 def get_engine(url: str | None = None) -> Engine:
@@ -222,8 +294,11 @@ def get_engine(url: str | None = None) -> Engine:
         with _lock:
             engine = _engines.get(url)
             if engine is None:
-                engine = _engines[url] = _create_engine(url)
-                _factories[url] = sessionmaker(engine, expire_on_commit=False)
+                engine = _create_engine(url)
+                factory = sessionmaker(engine, expire_on_commit=False)
+                if engine.dialect.name == "postgresql":
+                    tenancy.install(engine, factory)
+                _engines[url], _factories[url] = engine, factory
     return engine
 
 
@@ -240,7 +315,9 @@ def autocommit_engine(url: str | None = None) -> Engine | None:
         with _lock:
             engine = _autocommit_engines.get(url)
             if engine is None:
-                engine = _autocommit_engines[url] = _create_engine(url, autocommit=True)
+                engine = _create_engine(url, autocommit=True)
+                tenancy.install(engine, None)
+                _autocommit_engines[url] = engine
     return engine
 
 

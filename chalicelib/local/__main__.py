@@ -26,6 +26,18 @@ def _outgoing(settings) -> str:
     return "delivered to the recipients' MX hosts over the internet (DELIVERY_RELAY=mx)"
 
 
+def _database(settings) -> str:
+    """DATABASE_URL without its password; with DATABASE_OWNER_URL, whom migrations run as."""
+    from sqlalchemy.engine import make_url
+
+    shown = make_url(settings.database_url).render_as_string(hide_password=True)
+    if settings.database_owner_url:
+        owner = make_url(settings.database_owner_url).username
+        shown += f" (migrations as {owner}, DATABASE_OWNER_URL; row-level security binds " \
+                 f"{make_url(settings.database_url).username})"
+    return shown
+
+
 def main() -> int:
     for name, value in LOCAL_DEFAULTS.items():
         os.environ.setdefault(name, value)
@@ -51,7 +63,7 @@ def main() -> int:
     print(f"HTTP API     {stack.base_url}/api/v2/…  (reference: {stack.base_url}/api/v2/openapi.json"
           f", liveness: {stack.base_url}/health)", flush=True)
     print(f"SMTP gateway {settings.host}:{stack.smtp_port}", flush=True)
-    print(f"database     {settings.database_url}", flush=True)
+    print(f"database     {_database(settings)}", flush=True)
     print("queue        in-process workers and sweeper; Ctrl-C stops everything", flush=True)
     print(f"outgoing     {_outgoing(settings)}", flush=True)
     if settings.metrics_backend == "prometheus":

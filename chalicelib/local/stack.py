@@ -9,7 +9,7 @@ import time
 
 from chalicelib import queues
 from chalicelib.config import Settings, get_settings
-from chalicelib.db import migrate, session_scope
+from chalicelib.db import migrate, session_scope, tenancy
 from chalicelib.local.http_server import HttpServer
 from chalicelib.db.models import Message, WebhookRequest
 from chalicelib.services.accounts import admin_keys
@@ -23,17 +23,19 @@ log = logging.getLogger(__name__)
 
 
 def prepare(settings: Settings) -> list[str]:
-    """What every start needs: the schema at head, the installation key, the seeded key.
-    Returns the banner's notes: keys seeded from an earlier ADMIN_API_KEY that were revoked."""
-    migrate.upgrade(settings.database_url)
+    """What every start needs: the schema at head (and on PostgreSQL the service's role, when
+    DATABASE_OWNER_URL is set), the installation key, the seeded key. Returns the banner's
+    notes: a service role not bound by row-level security, keys seeded from an earlier
+    ADMIN_API_KEY that were revoked."""
+    notes = migrate.prepare(settings)
     keys.signing_key()
-    with session_scope() as db:  # the in-process queue died with the last process
+    # The in-process queue died with the last process: every tenant's marks go.
+    with session_scope() as db, tenancy.across_tenants(db, "local-start"):
         claims.forget_wakeups(db, Message, WebhookRequest)
-    notes = []
     if settings.admin_api_key:
         with session_scope() as db:
             _, revoked = admin_keys.seed_key(db, settings.admin_api_key)
-            notes = [f"ADMIN_API_KEY changed: the previously seeded admin key {k.key_hint} "
+            notes += [f"ADMIN_API_KEY changed: the previously seeded admin key {k.key_hint} "
                      "was revoked" for k in revoked]
     return notes
 

@@ -1,19 +1,18 @@
 """Who is submitting: an SMTP credential's key given as the AUTH password (any user name), or
 an SMTP-IP credential covering the client's address. Database work runs in the gateway's
-thread pool so a slow query never stalls the event loop."""
+thread pool so a slow query never stalls the event loop. Once the credential is found, the
+transaction acts for its server (db/tenancy.py), as a request with an API key does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.db import session_scope
-from chalicelib.db.models import Credential, Server
+from chalicelib.db import session_scope, tenancy
+from chalicelib.db.models import Server
 from chalicelib.services.organizations import credentials
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
-from chalicelib.services.security.tokens import hash_secret
 
 # Replies (RFC 4954 / 3463 enhanced codes).
 INVALID = "535 5.7.8 Authentication credentials invalid"
@@ -61,12 +60,10 @@ def _check_key(db: Session, password: str) -> AuthOutcome:
     try:
         credential = credentials.authenticate_key(db, password, "SMTP")
     except errors.Unauthorized:
-        held = db.scalar(select(Credential.id).where(
-            Credential.key_hash == hash_secret(password), Credential.type == "SMTP",
-            Credential.hold.is_(True))) if password else None
-        if held:
+        if credentials.is_held_key(db, password, "SMTP"):
             return AuthOutcome(None, HELD)
         return AuthOutcome(None, INVALID, counts_as_failure=True)
+    tenancy.act(db, tenancy.for_server(credential.server_id))
     if credential.server.suspended:
         return AuthOutcome(None, SUSPENDED)
     return AuthOutcome(Identity(credential.server_id, credential.id, "SMTP"), None)
@@ -77,10 +74,14 @@ def check_ip(address: str | None) -> Identity | None:
         return None
     with session_scope() as db:
         credential = credentials.authenticate_ip(db, address)
-        return Identity(credential.server_id, credential.id, "SMTP-IP") if credential else None
+        if credential is None:
+            return None
+        tenancy.act(db, tenancy.for_server(credential.server_id))
+        return Identity(credential.server_id, credential.id, "SMTP-IP")
 
 
 def server_suspended(server_id: int) -> bool:
     with session_scope() as db:
+        tenancy.act(db, tenancy.for_server(server_id))
         server = db.get(Server, server_id)
         return server is None or server.suspended

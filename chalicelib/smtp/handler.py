@@ -25,7 +25,7 @@ from aiosmtpd.smtp import MISSING, AuthResult
 
 from chalicelib import errors, observability
 from chalicelib.config import get_settings
-from chalicelib.db import session_scope
+from chalicelib.db import session_scope, tenancy
 from chalicelib.services.inbound import classify, receive as inbound
 from chalicelib.services.inbound.classify import Refusal
 from chalicelib.services.inbound.routes import RouteMatch
@@ -227,7 +227,7 @@ class GatewayHandler:
             return InboundUnit(inbound.Received(mail_from, matches, raw))
         reports = [targets.get(r) for r in rcpt_tos]
         if all(isinstance(t, classify.DmarcReport) for t in reports):
-            return DmarcUnit(mail_from, sorted(set(int(t) for t in reports)), raw)
+            return DmarcUnit(mail_from, sorted(set(reports)), raw)
         raw = mime.normalize_line_endings(raw)
 
         def unit(db) -> str:
@@ -260,6 +260,7 @@ class SubmitUnit(GroupUnit):
     def run_group(cls, db, units: list["SubmitUnit"]) -> list[object]:
         from chalicelib.services.sending import submission
 
+        tenancy.act(db, tenancy.for_server(units[0].group))  # the AUTH credential's server
         results = submission.submit_parsed_many(db, units[0].group, [u.parsed for u in units],
                                                 source="smtp")
         return [r if isinstance(r, Exception) else f"250 2.0.0 OK queued as {r['message_id']}"
@@ -286,6 +287,8 @@ class InboundUnit(GroupUnit):
 
     @classmethod
     def run_group(cls, db, units: list["InboundUnit"]) -> list[object]:
+        # The servers of the routes found at RCPT ("inbound-mail", services/inbound/classify).
+        tenancy.act(db, tenancy.for_servers(m.server_id for u in units for m in u.mail.matches))
         inbound.receive_many(db, [u.mail for u in units])
         return [BOUNCED if all(m.mode == "bounce" for m in u.mail.matches) else "250 2.0.0 OK"
                 for u in units]
@@ -298,9 +301,9 @@ class DmarcUnit(GroupUnit):
 
     group = "dmarc"
 
-    def __init__(self, mail_from: str, domain_ids: list[int], raw: bytes):
+    def __init__(self, mail_from: str, addresses: list[classify.DmarcReport], raw: bytes):
         self.mail_from = mail_from
-        self.domain_ids = domain_ids
+        self.addresses = addresses
         self.raw = raw
         self.report: dict | None = None
 
@@ -315,15 +318,18 @@ class DmarcUnit(GroupUnit):
     def run_group(cls, db, units: list["DmarcUnit"]) -> list[object]:
         from chalicelib.services.dmarc import intake
 
+        # The servers of the report addresses' domains found at RCPT ("inbound-mail").
+        tenancy.act(db, tenancy.for_servers(a.server_id for u in units for a in u.addresses))
         results: list[object] = []
         for unit in units:
             try:  # every address checked before anything is written
-                for domain_id in unit.domain_ids:
-                    intake.accepting_domain(db, domain_id, unit.report, mail_from=unit.mail_from)
+                for address in unit.addresses:
+                    intake.accepting_domain(db, address.domain_id, unit.report,
+                                            mail_from=unit.mail_from)
             except errors.ValidationError as exc:
                 results.append(exc)
                 continue
-            for domain_id in unit.domain_ids:
-                intake.store(db, domain_id, unit.report, mail_from=unit.mail_from)
+            for address in unit.addresses:
+                intake.store(db, address.domain_id, unit.report, mail_from=unit.mail_from)
             results.append("250 2.0.0 OK")
         return results

@@ -1,9 +1,10 @@
-"""The hourly retention run (AWS schedule; the local stack calls it on its own timer)."""
+"""The hourly retention run (AWS schedule; the local stack calls it on its own timer). Expired
+rows are every tenant's: it prunes across tenants (db/tenancy.py, "retention")."""
 from __future__ import annotations
 
 import logging
 
-from chalicelib.db import session_scope
+from chalicelib.db import session_scope, tenancy
 from chalicelib.services.messages import retention
 
 log = logging.getLogger(__name__)
@@ -14,7 +15,7 @@ def run(max_batches: int = 20) -> dict[str, int]:
     stay well inside the function timeout; the next run continues)."""
     totals: dict[str, int] = {}
     for _ in range(max_batches):
-        with session_scope() as db:
+        with session_scope() as db, tenancy.across_tenants(db, "retention"):
             counts = retention.prune(db)
         for name, count in counts.items():
             totals[name] = totals.get(name, 0) + count

@@ -1,12 +1,13 @@
 """The scheduled sweeper: finds due rows whose wake-up call was lost (a crash, a lost SQS
-message, a restart of the local stack) and enqueues them again."""
+message, a restart of the local stack) and enqueues them again. Due rows are every tenant's:
+it reads them across tenants (db/tenancy.py, "sweeper"), as does the queue lag it measures."""
 from __future__ import annotations
 
 import logging
 
 from chalicelib import clock, observability, queues
 from chalicelib.config import get_settings
-from chalicelib.db import session_scope
+from chalicelib.db import session_scope, tenancy
 from chalicelib.workers.registry import load_workers
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ def sweep(grace_seconds: float = 60.0) -> dict[str, int]:
     """Enqueue every row due for at least ``grace_seconds``; returns counts per queue."""
     counts: dict[str, int] = {}
     for queue, worker in load_workers().items():
-        with session_scope() as db:
+        with session_scope() as db, tenancy.across_tenants(db, "sweeper"):
             ids = worker.find_due(db, BATCH, grace_seconds)
         for row_id in ids:
             queues.enqueue(queue, row_id)
@@ -38,7 +39,7 @@ def queue_lags() -> dict[str, float]:
     models = {queues.DELIVERIES: Message, queues.INBOUND: Message, queues.WEBHOOKS: WebhookRequest}
     lags: dict[str, float] = {}
     now = clock.now()
-    with session_scope() as db:
+    with session_scope() as db, tenancy.across_tenants(db, "sweeper"):
         for queue, worker in load_workers().items():
             if queue not in models:  # a queue whose rows this does not know: no figure
                 continue

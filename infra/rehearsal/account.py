@@ -2,14 +2,17 @@
 
 * ``Account.prepare``: what an infra team has before its first deploy (a VPC with subnets,
   the state bucket) and, made through the APIs because moto's CloudFormation cannot, the
-  template's secrets (same names; GenerateSecretString generated here) and the RDS-managed
-  database secret of the rehearsal's PostgreSQL; then the reduced template (stack.py) and
-  the params file deploy.sh reads.
+  template's secrets (same names; GenerateSecretString generated here, as JSON when it has
+  a SecretStringTemplate) and the RDS-managed database secret of the rehearsal's
+  PostgreSQL (its user owns the tables); then the reduced template (stack.py) and the params
+  file deploy.sh reads.
 * ``release_tree``: a release's source in a temporary directory (``git archive`` of a commit,
   or the work tree's tracked and unignored files), with the rehearsal's settings written
   into its copy of .chalice/config.json as an operator would, listed in the output.
 * ``Account.deploy``: runs that tree's infra/deploy.sh (this tree's, for a release whose own
-  has no rehearsal switch) with every AWS call pointed at the simulator.
+  has no rehearsal switch) with every AWS call pointed at the simulator; ``outputs``
+  replaces stack outputs for that deploy (a release from before the two database roles
+  connects as the owner).
 """
 from __future__ import annotations
 
@@ -70,6 +73,10 @@ class Account:
             props = res["Properties"]
             value = props.get("SecretString") or secrets.token_urlsafe(36)[:48].replace("-", "a") \
                 .replace("_", "b")
+            generate = props.get("GenerateSecretString") or {}
+            if "SecretStringTemplate" in generate:  # {"username": ...} + the generated key
+                value = json.dumps(dict(json.loads(generate["SecretStringTemplate"]),
+                                        **{generate["GenerateStringKey"]: value}))
             secret_name = props["Name"]["Fn::Sub"].replace("${Stage}", STAGE)
             self.secret_arns[name] = sm.create_secret(Name=secret_name, SecretString=value)["ARN"]
         db = self.database
@@ -90,16 +97,20 @@ class Account:
                   "PublicSubnetIds": ",".join(subnets[2:]), "SmtpHostname": "mx.rehearsal.test",
                   "PublicUrl": self.public_url, "FrontendUrl": "", "AlarmEmail": "",
                   "GatewayDesiredCount": "1"}
+        self.service_role = json.loads(self.secret("ServiceDatabaseSecret"))["username"]
         stand_ins = {
             "DatabaseProxyEndpoint": "127.0.0.2",  # dbproxy.py, TLS like RDS Proxy
-            "DatabaseUser": self.database["user"], "DatabaseName": self.database["name"],
-            "DatabaseSecretArn": arns["DatabaseMasterUserSecret"],
+            "DatabaseUser": self.service_role, "DatabaseName": self.database["name"],
+            "DatabaseSecretArn": arns["ServiceDatabaseSecret"],
+            "DatabaseOwnerUser": self.database["user"],
+            "DatabaseOwnerSecretArn": arns["DatabaseMasterUserSecret"],
             "SigningKeySecretArn": arns["SigningKeySecret"],
             "EncryptionKeySecretArn": arns["EncryptionKeySecret"],
             "AdminApiKeySecretArn": arns["AdminApiKeySecret"],
         }
         reduced, self.left_out = stack.reduce(dict(params, Stage=STAGE, GatewayImage="x:1"),
                                               stand_ins, template)
+        self.outputs = json.loads(json.dumps(reduced["Outputs"]))
         self.template_path = os.path.join(self.work, "template.json")
         with open(self.template_path, "w", encoding="utf-8") as fh:
             json.dump(reduced, fh, indent=1)
@@ -111,9 +122,22 @@ class Account:
         return self.client("secretsmanager").get_secret_value(
             SecretId=self.secret_arns[resource])["SecretString"]
 
-    def deploy(self, tree: str, tag: str, build: str, log_path: str) -> None:
+    def owner_outputs(self) -> dict[str, str]:
+        """The stack outputs of a release from before the two roles: the service connects
+        as the owner (the RDS master user) with its secret."""
+        return {"DatabaseUser": self.database["user"],
+                "DatabaseSecretArn": self.secret_arns["DatabaseMasterUserSecret"]}
+
+    def deploy(self, tree: str, tag: str, build: str, log_path: str,
+               outputs: dict[str, str] | None = None) -> None:
         """infra/deploy.sh of ``tree``, against the simulator, building in ``build``; its
-        output goes to log_path."""
+        output goes to log_path. ``outputs``: stack outputs of this deploy that differ."""
+        with open(self.template_path, encoding="utf-8") as fh:
+            template = json.load(fh)
+        for name, output in template["Outputs"].items():
+            output["Value"] = (outputs or {}).get(name, self.outputs[name]["Value"])
+        with open(self.template_path, "w", encoding="utf-8") as fh:
+            json.dump(template, fh, indent=1)
         env = dict(self.env, STATE_BUCKET=STATE_BUCKET, REHEARSAL="1", RELEASE_TAG=tag,
                    BUILD_DIR=build,
                    GATEWAY_IMAGE_REPO="rehearsal.invalid/email-service-smtp",

@@ -15,6 +15,7 @@ starts from the deployed zip).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import smtplib
@@ -62,10 +63,11 @@ class Rehearsal:
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ deploys
-    def _deploy(self, name: str, tree: str, tag: str) -> str:
+    def _deploy(self, name: str, tree: str, tag: str, outputs: dict | None = None) -> str:
         started = time.monotonic()
         build = os.path.join(self.work, f"build-{name}")
-        self.account.deploy(tree, tag, build, os.path.join(self.work, f"deploy-{name}.log"))
+        self.account.deploy(tree, tag, build, os.path.join(self.work, f"deploy-{name}.log"),
+                            outputs)
         self.timings[f"deploy {name}"] = time.monotonic() - started
         apigateway = self.account.client("apigateway")
         api = next(a for a in apigateway.get_rest_apis()["items"] if a["name"] == "email-service")
@@ -90,7 +92,9 @@ class Rehearsal:
 
         print(f"\n==> infra/deploy.sh: the previous release {previous_commit} (first deploy)",
               flush=True)
-        build_previous = self._deploy("previous", previous, previous_commit)
+        # That release predates the two database roles: it connects as the owner.
+        build_previous = self._deploy("previous", previous, previous_commit,
+                                      acct_.owner_outputs())
         verify.deployed_code(acct_, build_previous, "previous")
         self.poller = SqsPoller(acct_.client, VISIBILITY_SCALE).start()
         self.scheduler = Scheduler(acct_.client, SCHEDULE_SCALE).start()
@@ -108,6 +112,7 @@ class Rehearsal:
         build_current = self._deploy("current", current, "current")
         verify.migrated_before_switch(os.path.join(self.work, "deploy-current.log"))
         verify.deployed_code(acct_, build_current, "current")
+        verify.service_role(self.database, acct_.service_role)
 
         print("\n==> the tenant, on this tree", flush=True)
         second = self.send_and_follow("after-upgrade")
@@ -209,7 +214,9 @@ class Rehearsal:
         subprocess.run(["cp", os.path.join(tree, "smtp-gateway", "server.py"),
                         os.path.join(app, "smtp-gateway")], check=True)
         db = self.database
-        env = {"DATABASE_URL": f"postgresql+pg8000://{db['user']}@127.0.0.2:5432/{db['name']}",
+        service = json.loads(self.account.secret("ServiceDatabaseSecret"))  # as the task's
+        env = {"DATABASE_URL": f"postgresql+pg8000://{service['username']}@127.0.0.2:5432/"
+                               f"{db['name']}",
                "DATABASE_SSL": "verify", "QUEUE_BACKEND": "sqs",
                "SQS_QUEUE_PREFIX": "email-service-dev-", "SMTP_HOSTNAME": "mx.rehearsal.test",
                "PUBLIC_URL": self.front.url, "AWS_DEFAULT_REGION": "us-east-1",
@@ -218,7 +225,7 @@ class Rehearsal:
                "SMTP_PORT": str(self.gateway_port), "SMTP_SUBMISSION_PORTS": "",
                "SMTP_TLS_PORT": "0", "PYTHONPATH": "/var/runtime:/var/gateway",
                "SIGNING_KEY_PATH": "/tmp/signing_key.pem",
-               "DATABASE_PASSWORD": db["password"] or "unused",
+               "DATABASE_PASSWORD": service["password"],
                "SIGNING_KEY_PEM": self.account.secret("SigningKeySecret"),
                "ENCRYPTION_KEY": self.account.secret("EncryptionKeySecret"),
                "AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "rehearsal",

@@ -7,6 +7,8 @@
   environment are the built project's .chalice/config.json (placeholders filled).
 * ``migrated_before_switch``: in deploy.sh's log, the migrate function ran the new code
   before `chalice deploy` switched the rest.
+* ``service_role``: the role the functions connect as exists and row-level security binds
+  it (not a superuser, no BYPASSRLS, owns no table).
 * ``created``: one line per kind of resource the deploys created in the simulator.
 """
 from __future__ import annotations
@@ -85,11 +87,28 @@ def deployed_code(account, build: str, release: str) -> None:
 def migrated_before_switch(log_path: str) -> None:
     with open(log_path, encoding="utf-8") as fh:
         log = fh.read()
-    migrate = log.find("migrating with the new code before traffic switches")
+    migrate = log.find("migrating with the new code and configuration before traffic switches")
     switch = log.find("==> chalice deploy")
     check(0 <= migrate < switch and '"revision"' in log[migrate:switch],
           "deploy.sh migrated through the migrate function with the new code before "
           "chalice deploy switched the rest")
+
+
+def service_role(database: dict, role: str) -> None:
+    import pg8000.native
+
+    conn = pg8000.native.Connection(database["user"], host=database["host"], port=5432,
+                                    password=database["password"] or None,
+                                    database=database["name"])
+    try:
+        found = conn.run("SELECT r.rolsuper, r.rolbypassrls, EXISTS (SELECT 1 FROM pg_tables t "
+                         "WHERE t.tableowner = r.rolname) FROM pg_roles r "
+                         "WHERE r.rolname = :role", role=role)
+    finally:
+        conn.close()
+    check(found == [[False, False, False]],
+          f"the functions connect as {role}, made by the migrate step: not a superuser, no "
+          "BYPASSRLS, owner of no table (row-level security binds it)")
 
 
 def created(account) -> list[str]:

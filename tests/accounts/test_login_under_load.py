@@ -10,11 +10,10 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from chalicelib.db import session_scope
 from chalicelib.db.models import AuthEvent
 from chalicelib.services.accounts import passwords
 from tests.accounts.helpers import AUTH, PASSWORD, login, make_user, try_login
-from tests.support import Api
+from tests.support import Api, all_tenants
 
 PARALLEL_LOGINS = 50
 BURST = 100
@@ -36,7 +35,7 @@ def _in_parallel(n: int, fn) -> list:
 
 
 def _auth_events(user_id: int) -> list[AuthEvent]:
-    with session_scope() as db:
+    with all_tenants() as db:
         return list(db.scalars(select(AuthEvent).where(AuthEvent.user_id == user_id)))
 
 

@@ -217,3 +217,20 @@ def test_a_locked_account_is_not_signed_in_by_its_passkey(api, monkeypatch):
     for _ in range(2):
         try_login(api, person.email, "wrong password")
     Api.error(answer(api, sign_in_options(api), key), 403, "AccountLocked")
+
+
+def test_a_passkey_another_account_holds_is_refused_not_a_500(api):
+    """Registration sees only the registering account's passkeys (row-level security on
+    PostgreSQL): the unique index says the credential is taken, and the answer is the same
+    422 as for one's own."""
+    key = SoftAuthenticator(api.base_url)
+    first, second = make_user(api), make_user(api)
+    register(api, first, key)
+    begun = Api.data(api.post(f"{PASSKEYS}/registration/options", {"password": PASSWORD},
+                              bearer=second.token))
+    err = Api.error(api.post(PASSKEYS, {"ceremony": begun["ceremony"],
+                                        "credential": key.create(begun["options"])},
+                             bearer=second.token), 422, "ValidationError")
+    assert err["field"] == "credential" and "already registered" in err["message"]
+    assert Api.data(api.get(PASSKEYS, bearer=second.token))["passkeys"] == []
+    assert len(Api.data(api.get(PASSKEYS, bearer=first.token))["passkeys"]) == 1

@@ -217,14 +217,14 @@ def test_organization_name_and_time_zone_change_by_admins_only(api, team):
 def test_a_change_racing_a_delete_answers_not_found(api, team, monkeypatch):
     """The organization is deleted by another request between the PATCH's read and its
     write: 404, not a 500."""
-    from chalicelib.db import session_scope
+    from tests.support import all_tenants
     from chalicelib.db.models import Organization
     from chalicelib.services.organizations import organizations
 
     original = organizations.update_organization
 
     def deleted_meanwhile(db, org, **changes):
-        with session_scope() as other:
+        with all_tenants() as other:
             other.delete(other.get(Organization, org.id))
         return original(db, org, **changes)
 

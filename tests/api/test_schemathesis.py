@@ -59,8 +59,8 @@ def test_no_server_errors_and_answers_fit_their_schemas(stack, tenant, tmp_path)
 def _restore_shared_state() -> None:
     """The run may have suspended or disabled things other tests share: the seeded admin key
     is made usable again (seed_key un-revokes it)."""
-    from chalicelib.db import session_scope
+    from tests.support import all_tenants
     from chalicelib.services.accounts import admin_keys
 
-    with session_scope() as db:
+    with all_tenants() as db:
         admin_keys.seed_key(db, TEST_ADMIN_KEY)

@@ -7,13 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import ClickEvent, OpenEvent, TrackedLink
 from chalicelib.services.tracking import engagement
 from tests.browser.conftest import make_user
 from tests.dmarc import samples
 from tests.dmarc.test_intake import report_address, send
-from tests.support import Api, make_tenant
+from tests.support import Api, all_tenants, make_tenant
 from tests.tracking.helpers import make_message, server_id
 
 
@@ -81,7 +80,7 @@ def test_the_overview_draws_opens_and_clicks_over_time(console, api):
     tenant = make_tenant(api)
     sid = server_id(tenant)
     now = clock.now()
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid, created_at=now - timedelta(hours=5))
         link = TrackedLink(message_id=message.id, token=engagement.new_link_token(),
                            url="https://example.org/")

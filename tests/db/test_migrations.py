@@ -2,6 +2,7 @@
 and up again cleanly."""
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
@@ -9,6 +10,7 @@ from sqlalchemy import create_engine, inspect
 import chalicelib.db.models  # noqa: F401
 from chalicelib.db import migrate
 from chalicelib.db.base import Base
+from tests.conftest import TEST_DATABASE_URL
 
 
 def test_migrated_schema_matches_the_models(database):
@@ -71,6 +73,56 @@ def test_existing_suppressions_get_reasons_from_their_source(tmp_path):
                     "c@x.example": ("SpamComplaint", "why complaint", 0),
                     "d@x.example": ("Manual", "why manual", 0),
                     "e@x.example": ("Manual", "why api", 0)}
+
+
+@pytest.mark.postgres_only
+@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"), reason="PostgreSQL's policies")
+def test_row_level_security_goes_down_and_up_and_bridges_a_database_in_use():
+    """0011 on a database that has tenants adds the before_tenancy bridge (the release being
+    replaced connects as the owner), and its downgrade leaves no policy or function behind.
+    On a scratch database named after the suite's (databases are shared in a cluster)."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    base = make_url(TEST_DATABASE_URL)
+    name = f"{base.database}_updown"
+    url = base.set(database=name).render_as_string(hide_password=False)
+    admin = create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT",
+                          poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine = create_engine(url, poolclass=NullPool)
+
+    def policies() -> set[tuple[str, str]]:
+        with engine.connect() as conn:
+            return set(conn.execute(text("SELECT tablename, policyname FROM pg_policies")))
+
+    try:
+        migrate.upgrade(url, "0007")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO organizations (uuid, name, permalink, time_zone, "
+                              "created_at, updated_at) VALUES ('o', 'O', 'o', 'UTC', now(), "
+                              "now())"))
+        migrate.upgrade(url)
+        assert ("messages", "before_tenancy") in policies()
+        assert ("messages", "tenant_server") in policies()
+        migrate.downgrade(url, "0007")
+        assert policies() == set()
+        with engine.connect() as conn:
+            assert not conn.execute(text("SELECT count(*) FROM pg_proc WHERE proname LIKE "
+                                         "'tenant\\_%'")).scalar()
+        migrate.upgrade(url)
+        assert ("messages", "tenant_server") in policies()
+    finally:
+        engine.dispose()
+        from chalicelib.db.engine import get_engine
+
+        get_engine(url).dispose()  # the migrations' pooled connections
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def test_hourly_engagement_counters_are_built_from_the_kept_events(tmp_path):

@@ -9,13 +9,12 @@ from datetime import timedelta
 import pytest
 
 from chalicelib import clock, queues
-from chalicelib.db import session_scope
 from chalicelib.db.models import Message
 from chalicelib.services.delivery import process as worker, recorder as recording, smtp
 from chalicelib.workers import dispatch
 from tests.sending.test_sending import message, rcpt, wait_status
 from tests.delivery.test_worker import _deliveries, _make_due, _park
-from tests.support import unique, wait_for
+from tests.support import all_tenants, unique, wait_for
 
 
 class WorkerDied(BaseException):
@@ -41,7 +40,7 @@ def _parked(db, api, tenant, count: int, addresses: list[str] | None = None
 
 
 def _claim(message_id: int):
-    with session_scope() as session:
+    with all_tenants() as session:
         row = session.get(Message, message_id)
         return row.status, row.locked_by
 

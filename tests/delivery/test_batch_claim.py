@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.db import session_scope
+from tests.support import all_tenants
 from chalicelib.db.models import Message
 from chalicelib.services.delivery import attempt, process as worker, recorder as recording, steps
 from tests.conftest import TEST_DATABASE_URL
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
 
 def _claims(ids: list[int]) -> list[str | None]:
     """Each row's claim as another connection sees it (committed state only)."""
-    with session_scope() as session:
+    with all_tenants() as session:
         return [session.get(Message, i).locked_by for i in ids]
 
 

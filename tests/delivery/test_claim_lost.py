@@ -10,7 +10,6 @@ from datetime import timedelta
 from sqlalchemy import func, select, update
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import Message, StatCounter, WebhookRequest
 from chalicelib.services.delivery import process as worker
 from tests.delivery.test_batch import _parked
@@ -19,17 +18,17 @@ from tests.sending.test_sending import message, rcpt, wait_status
 from tests.delivery.test_worker import _make_due, _park_settled
 from tests.webhooks.helpers import create_webhook, server_id
 from tests.receivers import Receiver
-from tests.support import Api
+from tests.support import Api, all_tenants
 
 
 def _sent_counted(server: int) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(func.coalesce(func.sum(StatCounter.count), 0)).where(
             StatCounter.server_id == server, StatCounter.metric == "event:MessageSent"))
 
 
 def _webhook_rows(message_id: int) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(func.count()).select_from(WebhookRequest)
                          .where(WebhookRequest.message_id == message_id))
 
@@ -38,7 +37,7 @@ def _next_worker_takes_over(api, tenant, message_id: int) -> None:
     """CLAIM_TIMEOUT_SECONDS pass (the lease is set in the past) and the next worker claims
     the row, finds the in-flight marker and holds the message as outcome-unknown (the test's
     call or the stack's sweeper, whichever comes first)."""
-    with session_scope() as db:
+    with all_tenants() as db:
         db.execute(update(Message).where(Message.id == message_id)
                    .values(locked_at=clock.now() - timedelta(seconds=2000)))
     assert worker.process(message_id) in ("unknown", "nothing-to-do", "claimed-elsewhere")
@@ -68,7 +67,7 @@ def _assert_held_as_unknown(api, tenant, message_id: int) -> None:
     assert [d["status"] for d in shown["deliveries"]] == ["Unknown"]
     assert shown["events"] == []  # no MessageSent
     assert _webhook_rows(message_id) == 0
-    with session_scope() as db:
+    with all_tenants() as db:
         row = db.get(Message, message_id)
         assert (row.sent_at, row.attempts, row.locked_by) == (None, 0, None)
 

@@ -24,7 +24,7 @@ from tests.delivery.test_batch import _Dropped
 from tests.delivery.test_worker import _make_due, _park
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.sending.test_sending import message
-from tests.support import Api, make_tenant, unique
+from tests.support import Api, all_tenants, make_tenant, unique
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def _due(db, api, tenant, domain: str, count: int) -> list[int]:
 
 
 def _row(message_id: int) -> Message:
-    with session_scope() as session:
+    with all_tenants() as session:
         row = session.get(Message, message_id)
         session.expunge(row)
         return row
@@ -66,7 +66,7 @@ def test_a_throttling_receiver_is_paced_not_hammered(api, tenant, by_hand, db):
     mx, domain = by_hand, f"{unique('paced')}.example"
     mx.throttle_after(3)
     ids = _due(db, api, tenant, domain, 8)
-    with session_scope() as session:  # one was scheduled (send_at): paced, it is Pending
+    with all_tenants() as session:  # one was scheduled (send_at): paced, it is Pending
         session.execute(update(Message).where(Message.id == ids[-1]).values(status="Scheduled"))
 
     results = worker.process_batch(ids)
@@ -211,7 +211,7 @@ def _pool_of(message_id: int) -> int:
     """The pool the claim reads for the message (its server's, the default, or 0)."""
     from chalicelib.db.models import IPPool, Server
 
-    with session_scope() as session:
+    with all_tenants() as session:
         server = session.get(Server, session.get(Message, message_id).server_id)
         default = session.scalar(select(IPPool.id).where(IPPool.is_default.is_(True))
                                  .order_by(IPPool.id).limit(1))

@@ -10,14 +10,13 @@ import pytest
 from sqlalchemy import select, update
 
 from chalicelib import clock, queues
-from chalicelib.db import session_scope
 from chalicelib.db.models import Delivery, Message
 from chalicelib.services.sending import submission
 from chalicelib.db import claims
 from chalicelib.services.delivery import attempt, process as worker, smtp
 from tests.conftest import TEST_DATABASE_URL
 from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
-from tests.support import wait_for
+from tests.support import all_tenants, wait_for
 
 postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
                                    reason="needs PostgreSQL (concurrent row claims)")
@@ -26,7 +25,7 @@ postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"
 def _park(db, api, tenant, to: str) -> int:
     """Submit through the service with next_attempt_at far ahead, so the stack's own workers
     leave the row alone until the test makes it due."""
-    with session_scope() as session:
+    with all_tenants() as session:
         from chalicelib.db.models import Server
         from chalicelib.services.organizations import credentials
 
@@ -63,13 +62,13 @@ def _park_settled(db, api, tenant, to: str, monkeypatch) -> int:
 
 
 def _make_due(message_id: int) -> None:
-    with session_scope() as session:
+    with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id)
                         .values(next_attempt_at=clock.now()))
 
 
 def _deliveries(message_id: int) -> list[Delivery]:
-    with session_scope() as session:
+    with all_tenants() as session:
         return list(session.scalars(select(Delivery).where(Delivery.message_id == message_id)
                                     .order_by(Delivery.id)))
 
@@ -93,7 +92,7 @@ def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db,
         params = real_params(row_id, worker_name)
         if threading.current_thread() is not test_thread or row_id != message_id:
             return params  # the stack's own workers run as usual
-        with session_scope() as session:  # due a moment after the claim's now ...
+        with all_tenants() as session:  # due a moment after the claim's now ...
             session.execute(update(Message).where(Message.id == row_id).values(
                 next_attempt_at=params[claims.CLAIM_NOW] + timedelta(microseconds=5)))
         clock.advance(timedelta(milliseconds=1))  # ... and already past when it looks again
@@ -117,7 +116,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
     def targets_while_claim_is_taken(domain):
         if threading.current_thread() is not test_thread:
             return real_targets(domain)  # the stack's own workers deliver as usual
-        with session_scope() as session:
+        with all_tenants() as session:
             session.execute(update(Message).where(Message.id == message_id)
                             .values(locked_by="another-worker", locked_at=clock.now()))
         return real_targets(domain)
@@ -127,7 +126,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
     assert worker.process(message_id) == "claim-lost"
     assert _deliveries(message_id) == []
     assert mx.received_for(to) == []
-    with session_scope() as session:
+    with all_tenants() as session:
         row = session.get(Message, message_id)
         assert (row.locked_by, row.status, row.attempts) == ("another-worker", "Pending", 0)
 
@@ -142,19 +141,19 @@ def test_the_sweeper_wakes_a_due_row_once_until_it_is_claimed(api, tenant, mx, d
     message_id = _park(db, api, tenant, rcpt("sweep"))
     # "Held" keeps the stack's own sweeper and workers away from the row; the sweep here
     # is narrowed to it.
-    with session_scope() as session:
+    with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id).values(
             status="Held", next_attempt_at=clock.now() - timedelta(minutes=5)))
 
     def sweep():
-        with session_scope() as session:
+        with all_tenants() as session:
             return claims.due_ids(session, Message, 10, 0, Message.id == message_id)
 
     assert sweep() == [message_id]
     assert sweep() == []  # its wake-up may still be queued
     clock.advance(timedelta(seconds=601))
     assert sweep() == [message_id]  # lost after all: woken again
-    with session_scope() as session:
+    with all_tenants() as session:
         assert claims.claim(session, Message, message_id, "w1")
         session.execute(update(Message).where(Message.id == message_id)
                         .values(locked_by=None, locked_at=None))
@@ -167,12 +166,12 @@ def test_a_restart_of_the_local_stack_forgets_queued_wakeups(api, tenant, mx, db
     from chalicelib.db import claims
 
     message_id = _park(db, api, tenant, rcpt("restart"))
-    with session_scope() as session:
+    with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id).values(
             status="Held", next_attempt_at=clock.now() - timedelta(minutes=5)))
         assert claims.due_ids(session, Message, 10, 0, Message.id == message_id)
     prepare(get_settings())  # what a start does before its first sweep
-    with session_scope() as session:
+    with all_tenants() as session:
         assert claims.due_ids(session, Message, 10, 0, Message.id == message_id) == \
             [message_id]
 
@@ -232,7 +231,7 @@ def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
     wait_for(lambda: died and mx.received_for(to), message="the first attempt")
     [stale] = _deliveries(message_id)
     assert stale.status == "InFlight" and stale.stage == "data"
-    with session_scope() as session:
+    with all_tenants() as session:
         row = session.get(Message, message_id)
         assert row.locked_by is not None and row.status == "Pending"
 
@@ -243,7 +242,7 @@ def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
     shown = wait_status(api, tenant, message_id, "Held")
     assert "unknown" in shown["status_details"]
     assert [d["status"] for d in shown["deliveries"]] == ["Unknown"]
-    with session_scope() as session:
+    with all_tenants() as session:
         assert session.get(Message, message_id).locked_by is None
     assert len(mx.received_for(to)) == 1
 

@@ -123,8 +123,16 @@ def test_migrate_function_vpc_and_secrets(packaged):
         assert props["VpcConfig"]["SubnetIds"] and props["VpcConfig"]["SecurityGroupIds"]
         env = props["Environment"]["Variables"]
         assert env["DATABASE_SECRET_ARN"] and env["SIGNING_KEY_SECRET_ARN"]
-    # Only the migrate function may read the admin key.
+    # Only the migrate function may read the admin key, or connect as the tables' owner, with
+    # a role of its own (.chalice/policy-migrate.json). infra/deploy.sh finds it by handler.
     assert "ADMIN_API_KEY_SECRET_ARN" not in functions["APIHandler"]["Environment"]["Variables"]
+    assert [n for n, p in functions.items() if p["Handler"] == "app.migrate"] == ["Migrate"]
+    for name, props in functions.items():
+        env = props["Environment"]["Variables"]
+        assert ("DATABASE_OWNER_SECRET_ARN" in env) == (name == "Migrate"), name
+        assert bool(env["DATABASE_OWNER_URL"]) == (name == "Migrate"), name
+        if name != "Migrate":
+            assert props["Role"] != migrate["Role"], name
 
 
 def test_only_the_deliveries_worker_leaves_through_the_delivery_nat(packaged):

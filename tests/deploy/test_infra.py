@@ -109,6 +109,36 @@ def test_outputs_cover_every_placeholder_of_the_chalice_config():
     assert placeholders and placeholders <= outputs, placeholders - outputs
 
 
+def test_only_the_migrate_function_connects_as_the_owner():
+    """Row-level security binds the service's role (DatabaseUser); the owner's URL and secret
+    (DatabaseOwner*) reach the migrate function only, through its own IAM policy. The
+    gateway connects as the service unless deploy.sh says its image predates the roles."""
+    template = _template()
+    outputs = template["Outputs"]
+    assert outputs["DatabaseUser"]["Value"] != outputs["DatabaseOwnerUser"]["Value"]
+    with open(os.path.join(ROOT, ".chalice", "config.json"), encoding="utf-8") as fh:
+        stages = json.load(fh)["stages"]
+    for stage in stages.values():
+        assert stage["environment_variables"]["DATABASE_OWNER_URL"] == ""
+        for name, function in stage["lambda_functions"].items():
+            env = function.get("environment_variables", {})
+            owner = "DATABASE_OWNER_SECRET_ARN" in env
+            assert owner == (name == "migrate"), name
+            assert ("${DatabaseOwnerUser}" in env.get("DATABASE_OWNER_URL", "")) == owner
+            assert (function.get("iam_policy_file") == "policy-migrate.json") == owner
+    for name in os.listdir(os.path.join(ROOT, ".chalice")):
+        if name.startswith("policy"):
+            with open(os.path.join(ROOT, ".chalice", name), encoding="utf-8") as fh:
+                assert ("${DatabaseOwnerSecretArn}" in fh.read()) == (name == "policy-migrate.json")
+    proxy = template["Resources"]["DatabaseProxy"]["Properties"]["Auth"]
+    assert {"Ref": "ServiceDatabaseSecret"} in [a["SecretArn"] for a in proxy]
+    gateway = template["Resources"]["GatewayTaskDefinition"]["Properties"][
+        "ContainerDefinitions"][0]
+    url = next(e for e in gateway["Environment"] if e["Name"] == "DATABASE_URL")["Value"]
+    assert url["Fn::If"][0] == "GatewayAsService"
+    assert "email_service_app@" in url["Fn::If"][1]["Fn::Sub"]
+
+
 def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch):
     """With DeliverySubnetCidrA/B the stack gives the deliveries worker subnets of its own
     whose only way out is a NAT gateway with an Elastic IP it allocates (the sending address
@@ -272,6 +302,26 @@ class TestSecretBootstrap:
         assert oct(os.stat(env["SIGNING_KEY_PATH"]).st_mode & 0o777) == "0o600"
         with open(env["SIGNING_KEY_PATH"]) as fh:
             assert fh.read().startswith("-----BEGIN PRIVATE KEY-----")
+
+    def test_the_migrate_function_gets_the_owner_too(self):
+        """DATABASE_OWNER_SECRET_ARN (the migrate function's) fills DATABASE_OWNER_URL; the
+        service's role stays in DATABASE_URL."""
+        from sqlalchemy.engine import make_url
+
+        from chalicelib import aws_bootstrap
+
+        secrets = {"arn:app": json.dumps({"username": "email_service_app", "password": "a"}),
+                   "arn:owner": json.dumps({"username": "email_service", "password": "o"})}
+        env = {"DATABASE_URL": "postgresql+pg8000://x@proxy:5432/email_service",
+               "DATABASE_SECRET_ARN": "arn:app",
+               "DATABASE_OWNER_URL": "postgresql+pg8000://email_service@proxy:5432/email_service",
+               "DATABASE_OWNER_SECRET_ARN": "arn:owner"}
+        assert set(aws_bootstrap.load(env, fetch=secrets.__getitem__)) == {
+            "DATABASE_URL", "DATABASE_OWNER_URL"}
+        app, owner = make_url(env["DATABASE_URL"]), make_url(env["DATABASE_OWNER_URL"])
+        assert (app.username, app.password) == ("email_service_app", "a")
+        assert (owner.username, owner.password, owner.database) == ("email_service", "o",
+                                                                    "email_service")
 
     def test_ecs_injected_values(self, tmp_path, monkeypatch):
         from chalicelib import aws_bootstrap

@@ -18,7 +18,6 @@ from cryptography.hazmat.primitives import serialization
 from sqlalchemy import delete, func, select
 
 from chalicelib import clock, ops
-from chalicelib.db import session_scope
 from chalicelib.db.models import DkimKey, InstallationKey
 from chalicelib.services.security import installation_keys, signing
 from chalicelib.services.messages import retention
@@ -26,7 +25,7 @@ from tests.dns_helpers import check, dns_zone, domain_record, publish  # noqa: F
 from tests.sending.test_sending import rcpt, sent_ok, wait_status
 from tests.webhooks.helpers import create_webhook, emit, make_message
 from tests.receivers import Receiver
-from tests.support import Api, make_tenant, wait_for
+from tests.support import Api, all_tenants, make_tenant, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "client"))
@@ -118,9 +117,9 @@ def test_dkim_rotation_activation_and_retirement(api, stack, mx, dns_zone, monke
     domain = domain_record(api, tenant)
     assert states(domain) == {new: "active"}
     assert [r["selector"] for r in check(api, tenant)["records"] if r["kind"] == "dkim"] == [new]
-    with session_scope() as db:
+    with all_tenants() as db:
         assert retention.prune(db)["dkim_keys"] >= 1
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.scalar(select(func.count()).select_from(DkimKey)
                          .where(DkimKey.selector == old)) == 0
 
@@ -146,7 +145,7 @@ def test_without_dns_checks_activation_does_not_wait(api, tenant, mx):
 @pytest.fixture
 def fresh_installation_keys():
     def reset():
-        with session_scope() as db:
+        with all_tenants() as db:
             db.execute(delete(InstallationKey))
         installation_keys.clear_cache()
     reset()
@@ -212,5 +211,5 @@ def test_installation_key_rotation_with_both_keys_published(api, tenant,
         ["active", "retiring"]
     clock.advance(timedelta(days=7, hours=1))
     assert [k["key_id"] for k in ops.signing_key("show")["keys"]] == [new["key_id"]]
-    with session_scope() as db:
+    with all_tenants() as db:
         assert retention.prune(db)["installation_keys"] == 1

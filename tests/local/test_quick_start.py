@@ -40,7 +40,7 @@ def test_the_quick_start_runs_top_to_bottom(tmp_path):
     http_port, smtp_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("DELIVERY_RELAY", "LOG_FORMAT", "CAPTURE_DIR", "METRICS_BACKEND",
-                        "TIME_SCALE", "DATABASE_URL")}
+                        "TIME_SCALE", "DATABASE_URL", "DATABASE_OWNER_URL")}
     env.update(PORT=str(http_port), SMTP_PORT=str(smtp_port), ADMIN_API_KEY=ADMIN_KEY,
                SIGNING_KEY_PATH=str(tmp_path / "var" / "signing_key.pem"),
                DATABASE_URL=f"sqlite:///{tmp_path}/var/email-service.db", PYTHONPATH=ROOT,

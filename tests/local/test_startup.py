@@ -20,6 +20,7 @@ NEW_KEY = "second-admin-key-0123456789"
 def _start(tmp_path, admin_key: str, **extra):
     port = free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path}/startup.db",
+           "DATABASE_OWNER_URL": "",
            "SIGNING_KEY_PATH": str(tmp_path / "signing.pem"), "ADMIN_API_KEY": admin_key,
            "PORT": str(port), "SMTP_PORT": str(free_port()), "SMTP_TLS_PORT": "0",
            "HOST": "127.0.0.1", **extra}

@@ -12,7 +12,7 @@ from chalicelib import clock
 from chalicelib.api.public.mail_frames import CONTENT_SECURITY_POLICY
 from chalicelib.services.mailframes import frames
 from tests.accounts.helpers import make_user
-from tests.support import Api, make_tenant
+from tests.support import Api, all_tenants, make_tenant
 
 STYLED = "<style>.x{color:rgb(1,2,3)}</style><p class='x' style='font-weight:700'>Hi {{ name }}</p>"
 
@@ -130,8 +130,7 @@ def test_an_altered_or_expired_url_is_not_served(api, stack):
     assert answer.status_code == 404 and "expired" in answer.text
     # The next frame issued deletes the expired ones.
     Api.data(_issue(api, tenant, {"kind": "template", "id": permalink}), 201)
-    from chalicelib.db import session_scope
     from chalicelib.db.models import MailFrame
 
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.get(MailFrame, int(frame_id)) is None

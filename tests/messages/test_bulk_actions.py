@@ -12,7 +12,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from chalicelib import clock
-from tests.conftest import TEST_DATABASE_URL
+from tests.conftest import APP_DATABASE_URL, TEST_DATABASE_URL
 from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
 from tests.sending.test_modes import later, set_server
 from tests.support import Api, make_tenant, unique, wait_for
@@ -200,7 +200,7 @@ def test_a_job_over_10000_messages_survives_its_worker_being_killed(api, tenant,
     db.rollback()
     assert created["matched"] == 10000
 
-    env = {**os.environ, "DATABASE_URL": TEST_DATABASE_URL, "BULK_CHUNK_SIZE": "500",
+    env = {**os.environ, "DATABASE_URL": APP_DATABASE_URL, "BULK_CHUNK_SIZE": "500",
            "PYTHONPATH": ROOT}
     from sqlalchemy import create_engine
 

@@ -7,16 +7,15 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import (Delivery, Message, MessageEvent, Server, Submission,
                                   Suppression, User, UserSession)
 from chalicelib.services.security.tokens import generate_secret, hash_secret
 from chalicelib.workers import retention
-from tests.support import unique
+from tests.support import Api, all_tenants, unique
 
 
 def _server_id(tenant) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(Server.id).where(Server.permalink == tenant.server,
                                                  Server.organization.has(permalink=tenant.org)))
 
@@ -39,13 +38,13 @@ def _mail(db, server_id: int, age_days: float, status: str) -> int:
 
 def test_old_mail_is_pruned_but_pending_and_recent_mail_stays(api, tenant):
     server_id = _server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         db.get(Server, server_id).message_retention_days = 7
         old_sent = _mail(db, server_id, 8, "Sent")
         old_pending = _mail(db, server_id, 8, "SoftFail")
         recent = _mail(db, server_id, 2, "Sent")
     retention.run()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.get(Message, old_sent) is None
         assert db.scalar(select(Delivery).where(Delivery.message_id == old_sent)) is None
         assert db.scalar(select(MessageEvent).where(MessageEvent.message_id == old_sent)) is None
@@ -55,7 +54,7 @@ def test_old_mail_is_pruned_but_pending_and_recent_mail_stays(api, tenant):
 
 def test_spent_sessions_and_lapsed_suppressions_are_removed(api, tenant):
     server_id = _server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         user = User(email_address=f"{unique('u')}@example.com")
         db.add(user)
         db.flush()
@@ -71,7 +70,7 @@ def test_spent_sessions_and_lapsed_suppressions_are_removed(api, tenant):
         db.flush()
         ids = (expired.id, live.id, lapsed.id, standing.id)
     retention.run()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.get(UserSession, ids[0]) is None and db.get(UserSession, ids[1]) is not None
         assert db.get(Suppression, ids[2]) is None and db.get(Suppression, ids[3]) is not None
 
@@ -81,7 +80,7 @@ def test_old_idempotency_keys_finished_bulk_jobs_go_and_scheduled_mail_stays(api
 
     server_id = _server_id(tenant)
     now = clock.now()
-    with session_scope() as db:
+    with all_tenants() as db:
         db.get(Server, server_id).message_retention_days = 7
         scheduled = _mail(db, server_id, 8, "Scheduled")  # due later: work still pending
         db.add_all([IdempotencyKey(server_id=server_id, key="old", request_hash="h",
@@ -92,7 +91,7 @@ def test_old_idempotency_keys_finished_bulk_jobs_go_and_scheduled_mail_stays(api
             db.add(BulkJob(server_id=server_id, action="cancel", filter={"tag": key},
                            status="Done", max_message_id=0, finished_at=finished))
     retention.run()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.get(Message, scheduled) is not None
         keys = set(db.scalars(select(IdempotencyKey.key).where(
             IdempotencyKey.server_id == server_id)))
@@ -108,14 +107,36 @@ def test_dmarc_reports_go_with_their_rows_after_their_retention(api, tenant, mon
 
     monkeypatch.setenv("DMARC_REPORT_RETENTION_DAYS", "30")
     day = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
-    with session_scope() as db:
+    with all_tenants() as db:
         domain_id = db.scalar(select(Domain.id).where(Domain.name == tenant.domain))
         ids = [intake.store(db, domain_id, intake.read(samples.mail(
             sender, "dmarc+x@rp.example", tenant.domain, day - timedelta(days=age)))).id
             for sender, age in (("google", 31), ("outlook", 29))]
     retention.run()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert list(db.scalars(select(DmarcReport.id).where(DmarcReport.domain_id == domain_id))) \
             == ids[1:]
         assert set(db.scalars(select(DmarcRecord.report_id)
                               .where(DmarcRecord.domain_id == domain_id))) == {ids[1]}
+
+
+def test_expired_mail_frames_of_every_server_go(api, tenant):
+    """A server that issues no frame after its last one expired never clears it itself (it
+    deletes only its own rows when it issues one): retention does, for every server."""
+    from chalicelib.db.models import MailFrame
+    from chalicelib.services.mailframes import frames
+
+    template = Api.data(api.post("/api/v2/server/templates", {
+        "name": "Framed", "subject": "s", "html_body": "<p>hi</p>"},
+        server_key=tenant.api_key), 201)["template"]["permalink"]
+    frame = Api.data(api.post("/api/v2/server/mail_frames", {"kind": "template",
+                                                             "id": template},
+                              server_key=tenant.api_key), 201)["mail_frame"]
+    frame_id = int(frame["path"][len(frames.PATH_PREFIX):].split(".")[0])
+    retention.run()
+    with all_tenants() as db:
+        assert db.get(MailFrame, frame_id) is not None  # not expired yet
+    clock.advance(frames.TTL + timedelta(seconds=1))
+    retention.run()
+    with all_tenants() as db:
+        assert db.get(MailFrame, frame_id) is None

@@ -182,14 +182,14 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
     from datetime import timedelta
 
     from chalicelib import clock
-    from chalicelib.db import session_scope
+    from tests.support import all_tenants
     from chalicelib.db.models import WebhookRequest
     from tests.webhooks.helpers import server_id
 
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
     Api.data(api.post(tenant.server_path + f"/webhooks/{hook['id']}/disable"))
-    with session_scope() as db:
+    with all_tenants() as db:
         row = WebhookRequest(server_id=server_id(tenant), webhook_id=hook["id"],
                              event="MessageSent", uuid=unique("u"), body="{}",
                              next_attempt_at=clock.now() - timedelta(minutes=10))
@@ -200,7 +200,7 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
         lag = metrics(api)['email_service_queue_lag_seconds{queue="webhooks"}']
         assert lag >= 600
     finally:
-        with session_scope() as db:
+        with all_tenants() as db:
             db.delete(db.get(WebhookRequest, row_id))
     lag = metrics(api)['email_service_queue_lag_seconds{queue="webhooks"}']
     assert lag < 600

@@ -7,10 +7,9 @@ from email import policy
 
 import pytest
 
-from chalicelib.db import session_scope
 from chalicelib.db.models import Message
 from tests.mx import ScriptedMX
-from tests.support import Api, wait_for
+from tests.support import Api, all_tenants, wait_for
 
 S = "/api/v2/server"
 
@@ -167,7 +166,7 @@ def test_batch_renders_each_model_and_reports_each_entry(api, tenant, order, mx)
     assert _parts(one[0].data)[0] == "Order 7 for One"
     subject, html, _ = _parts(two[0].data)
     assert subject == "Custom {{ not rendered }}" and "Hello Two" in html
-    with session_scope() as db:
+    with all_tenants() as db:
         tags = {m.rcpt_to: m.tag for m in db.query(Message).filter(
             Message.rcpt_to.in_(["one@example.net", "two@example.net"]))}
     assert tags == {"one@example.net": "batch", "two@example.net": "batch"}

@@ -95,15 +95,17 @@ def test_api_key_is_not_an_smtp_password_and_failures_are_limited(gateway, tenan
 
 
 def test_a_successful_auth_clears_the_address_failures(gateway, tenant):
+    from tests.support import all_tenants
+
     limiter = gateway.handler.limiter
     with tls_client(gateway.tls_port) as client:
         with pytest.raises(smtplib.SMTPAuthenticationError):
             client.login("x", "not-a-key")
-    with session_scope() as db:
+    with all_tenants() as db:
         assert limiter.failures(db, "127.0.0.1") > 0  # smtplib tries PLAIN, then LOGIN
     with tls_client(gateway.tls_port) as client:
         client.login("x", tenant.smtp_key)
-    with session_scope() as db:
+    with all_tenants() as db:
         assert limiter.failures(db, "127.0.0.1") == 0
 
 

@@ -10,12 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import SmtpAuthFailure
 from chalicelib.services.messages import retention
 from chalicelib.smtp import auth
 from chalicelib.smtp.ratelimit import MAX_DELAY_SECONDS, AuthFailureLimiter
-from tests.support import unique
+from tests.support import all_tenants, unique
 
 pytestmark = pytest.mark.usefixtures("database")
 
@@ -47,7 +46,7 @@ def test_a_success_clears_and_the_delay_is_capped():
     address = _address()
     delays = [limiter.record_failure(address) for _ in range(5)]
     assert delays[:3] == [3.0, 6.0, 9.0] and delays[3:] == [MAX_DELAY_SECONDS] * 2
-    with session_scope() as db:  # what a successful AUTH does (auth.authenticate)
+    with all_tenants() as db:  # what a successful AUTH does (auth.authenticate)
         limiter.clear(db, address)
     assert limiter.record_failure(address) == 3.0
 
@@ -73,7 +72,7 @@ def test_concurrent_failures_are_all_counted():
         thread.start()
     for thread in threads:
         thread.join()
-    with session_scope() as db:
+    with all_tenants() as db:
         assert db.scalar(select(SmtpAuthFailure.failures)
                          .where(SmtpAuthFailure.address == address)) == 30
 
@@ -84,9 +83,9 @@ def test_retention_prunes_spent_counts():
     limiter.record_failure(old)
     clock.advance(timedelta(days=2))
     limiter.record_failure(recent)
-    with session_scope() as db:
+    with all_tenants() as db:
         assert retention.prune(db)["smtp_auth_failures"] >= 1
-    with session_scope() as db:
+    with all_tenants() as db:
         left = set(db.scalars(select(SmtpAuthFailure.address)
                               .where(SmtpAuthFailure.address.in_([old, recent]))))
     assert left == {recent}

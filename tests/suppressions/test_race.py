@@ -7,14 +7,13 @@ import threading
 
 from sqlalchemy import select
 
-from chalicelib.db import session_scope
 from chalicelib.db.models import Server, Suppression
 from chalicelib.services.suppressions import entries as suppressions
-from tests.support import unique
+from tests.support import all_tenants, unique
 
 
 def _server_id(tenant) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(Server.id).where(Server.permalink == tenant.server,
                                                  Server.organization.has(permalink=tenant.org)))
 
@@ -27,7 +26,7 @@ def test_concurrent_suppressions_of_one_address_both_commit(api, tenant):
 
     def suppress(n: int) -> None:
         try:
-            with session_scope() as db:
+            with all_tenants() as db:
                 barrier.wait(timeout=10)
                 suppressions.suppress(db, server_id, address, reason="HardBounce",
                                       origin="hard_fail", details=f"hard fail {n}")
@@ -40,7 +39,7 @@ def test_concurrent_suppressions_of_one_address_both_commit(api, tenant):
     for thread in threads:
         thread.join(timeout=30)
     assert not failures, failures
-    with session_scope() as db:
+    with all_tenants() as db:
         rows = db.scalars(select(Suppression).where(Suppression.server_id == server_id,
                                                     Suppression.address == address)).all()
     assert len(rows) == 1 and rows[0].origin == "hard_fail" and rows[0].expires_at
@@ -49,16 +48,16 @@ def test_concurrent_suppressions_of_one_address_both_commit(api, tenant):
 def test_suppressing_again_refreshes_the_entry_but_never_shortens_a_permanent_one(api, tenant):
     server_id = _server_id(tenant)
     address = f"{unique('again')}@example.net"
-    with session_scope() as db:
+    with all_tenants() as db:
         first = suppressions.suppress(db, server_id, address, reason="HardBounce",
                                       origin="bounce", details="bounced once")
         assert first.expires_at is not None and first.reason == "HardBounce"
-    with session_scope() as db:  # a permanent reason replaces a timed entry
+    with all_tenants() as db:  # a permanent reason replaces a timed entry
         second = suppressions.suppress(db, server_id, address.upper(), reason="Unsubscribe",
                                        origin="unsubscribe", details="clicked")
         assert second.id == first.id and second.reason == "Unsubscribe"
         assert second.expires_at is None and second.origin == "unsubscribe"
-    with session_scope() as db:  # a later hard bounce must not end the unsubscribe in 30 days
+    with all_tenants() as db:  # a later hard bounce must not end the unsubscribe in 30 days
         third = suppressions.suppress(db, server_id, address, reason="HardBounce",
                                       origin="hard_fail", details="550 gone")
         assert third.id == first.id and third.reason == "Unsubscribe"
@@ -70,13 +69,13 @@ def test_an_import_meeting_an_entry_added_meanwhile_skips_it(api, tenant):
     between is counted as skipped, not a unique-key error (a 500 for the whole import)."""
     server_id = _server_id(tenant)
     address = f"{unique('between')}@example.net"
-    with session_scope() as db:
+    with all_tenants() as db:
         suppressions.suppress(db, server_id, address, reason="Manual", origin="manual")
-    with session_scope() as db:
+    with all_tenants() as db:
         written = suppressions._insert_imported(db, server_id, [
             {"address": address, "reason": "Unsubscribe", "stream_id": None},
             {"address": "other-" + address, "reason": "Unsubscribe", "stream_id": None}])
         assert written == 1
-    with session_scope() as db:
+    with all_tenants() as db:
         row = suppressions.active_entry(db, server_id, address)
         assert row.reason == "Manual" and row.origin == "manual"

@@ -11,18 +11,18 @@ from sqlalchemy import select
 from chalicelib import clock
 from chalicelib.db.base import new_token
 from chalicelib.db.models import Message, Organization, Server, Stream
-from chalicelib.db import session_scope
+from tests.support import all_tenants
 
 
 def server_id(tenant) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(Server.id).join(Organization)
                          .where(Organization.permalink == tenant.org,
                                 Server.permalink == tenant.server))
 
 
 def default_stream_id(sid: int) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(Stream.id).where(Stream.server_id == sid,
                                                  Stream.is_default.is_(True)))
 

@@ -7,12 +7,11 @@ from datetime import datetime, timedelta
 
 import requests
 
-from chalicelib.db import session_scope
 from chalicelib.db.models import ClickEvent, MessageEvent, OpenEvent, Stream, TrackedLink
 from chalicelib.services.tracking import engagement
 from tests.tracking.helpers import (HTML_MESSAGE, default_stream_id, html_and_text,
                                         make_message, server_id, tracking_urls)
-from tests.support import Api
+from tests.support import Api, all_tenants
 
 T0 = datetime(2031, 3, 10, 0, 0, 0)  # a fixed range nothing else writes to
 
@@ -28,7 +27,7 @@ def _stats(api, tenant, path="/api/v2/server/stats", **query):
 
 def _seed(sid: int):
     """Messages inside and around [T0, T0+3h) with their statuses, streams and tags."""
-    with session_scope() as db:
+    with all_tenants() as db:
         outbound = default_stream_id(sid)
         news = Stream(server_id=sid, name="News", permalink="news", stream_type="broadcast")
         db.add(news)
@@ -150,7 +149,7 @@ def test_stats_query_errors_name_the_field(api, tenant):
 def test_recorded_opens_and_clicks_show_in_default_range_stats(api, tenant, stack, monkeypatch):
     monkeypatch.setenv("PUBLIC_URL", stack.base_url)
     sid = server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid, tag="live")
         raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
     clicks, pixels = tracking_urls(html_and_text(raw)[0])
@@ -166,7 +165,7 @@ def test_recorded_opens_and_clicks_show_in_default_range_stats(api, tenant, stac
 def _counter_snapshot(sid: int) -> dict:
     from chalicelib.db.models import StatCounter
 
-    with session_scope() as db:
+    with all_tenants() as db:
         return {(c.period, c.bucket, c.metric, c.dim): c.count
                 for c in db.query(StatCounter).filter_by(server_id=sid) if c.count}
 
@@ -193,7 +192,7 @@ def test_status_changes_move_counts_and_rebuild_agrees(api, tenant):
 
     sid = server_id(tenant)
     _seed(sid)
-    with session_scope() as db:
+    with all_tenants() as db:
         pending = db.query(Message).filter_by(server_id=sid, status="Pending").one()
         db.commit()  # expires the row: the listener must still learn the old status
         pending.status = "Sent"
@@ -206,7 +205,7 @@ def test_status_changes_move_counts_and_rebuild_agrees(api, tenant):
     assert tags["retagged"]["by_status"] == {"HardFail": 1}
     assert tags["digest"]["messages"] == 1 and tags["welcome"]["by_status"] == {"Sent": 3}
     before = _counter_snapshot(sid)
-    with session_scope() as db:
+    with all_tenants() as db:
         counters.rebuild(db, sid)
     assert _counter_snapshot(sid) == before
 

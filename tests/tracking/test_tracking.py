@@ -10,12 +10,11 @@ import pytest
 import requests
 
 from chalicelib import clock
-from chalicelib.db import session_scope
 from chalicelib.db.models import TrackedLink
 from chalicelib.services.tracking import engagement
 from tests.tracking.helpers import (HTML_MESSAGE, html_and_text, make_message, server_id,
                                         tracking_urls)
-from tests.support import Api, make_tenant
+from tests.support import Api, all_tenants, make_tenant
 
 BROWSER = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
@@ -29,7 +28,7 @@ def public_url(stack, monkeypatch):
 def _prepared(tenant, **kw):
     """A sent, tracked message and its outgoing bytes."""
     sid = server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid, sent_at=clock.now() - timedelta(hours=1), **kw)
         raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         return message.id, raw
@@ -109,7 +108,7 @@ def test_redirect_target_comes_only_from_the_stored_link(tenant, public_url):
 
 def test_retry_reuses_tokens_and_untracked_messages_are_left_alone(tenant, public_url):
     sid = server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid)
         first = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         second = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
@@ -122,7 +121,7 @@ def test_retry_reuses_tokens_and_untracked_messages_are_left_alone(tenant, publi
 
 def test_opens_only_leaves_links_alone(tenant, public_url):
     sid = server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid)
         message.track_clicks = False
         clicks, pixels = tracking_urls(html_and_text(
@@ -152,7 +151,7 @@ def test_likely_machine_opens_and_clicks(api, tenant, public_url):
 
 def test_an_open_right_after_sending_is_likely_machine(api, tenant, public_url):
     sid = server_id(tenant)
-    with session_scope() as db:
+    with all_tenants() as db:
         message = make_message(db, sid, sent_at=clock.now())
         raw = engagement.prepare_outgoing(db, message, HTML_MESSAGE)
         message_id = message.id

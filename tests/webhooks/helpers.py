@@ -10,12 +10,11 @@ import uuid
 
 from sqlalchemy import select
 
-from chalicelib.db import session_scope
 from chalicelib.db.models import (Message, Organization, Server, WebhookRequest,
                                   WebhookRequestLog)
 from chalicelib.services.messages import events
 from chalicelib.services.security import keys, signing
-from tests.support import Api
+from tests.support import Api, all_tenants
 
 
 def create_webhook(api: Api, tenant, url: str, **fields) -> dict:
@@ -24,14 +23,14 @@ def create_webhook(api: Api, tenant, url: str, **fields) -> dict:
 
 
 def server_id(tenant) -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         return db.scalar(select(Server.id).join(Organization)
                          .where(Organization.permalink == tenant.org,
                                 Server.permalink == tenant.server))
 
 
 def make_message(tenant, rcpt: str = "someone@example.net") -> int:
-    with session_scope() as db:
+    with all_tenants() as db:
         message = Message(server_id=server_id(tenant), token=uuid.uuid4().hex, scope="outgoing",
                           rcpt_to=rcpt, mail_from=f"app@{tenant.domain}", status="Pending",
                           tag="welcome", metadata_json={"customer": 7})
@@ -42,19 +41,19 @@ def make_message(tenant, rcpt: str = "someone@example.net") -> int:
 
 def emit(message_id: int, event: str, details: str = "details") -> str:
     """Emit like the pipeline does; returns the event's uuid."""
-    with session_scope() as db:
+    with all_tenants() as db:
         record = events.emit(db, db.get(Message, message_id), event, details)
         return record.uuid
 
 
 def queue_rows(webhook_id: int) -> list[WebhookRequest]:
-    with session_scope() as db:
+    with all_tenants() as db:
         return list(db.scalars(select(WebhookRequest).where(
             WebhookRequest.webhook_id == webhook_id)))
 
 
 def log_rows(webhook_id: int) -> list[WebhookRequestLog]:
-    with session_scope() as db:
+    with all_tenants() as db:
         return list(db.scalars(select(WebhookRequestLog).where(
             WebhookRequestLog.webhook_id == webhook_id).order_by(WebhookRequestLog.id)))
 

@@ -100,7 +100,7 @@ def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
     from sqlalchemy import update
 
     from chalicelib import clock
-    from chalicelib.db import session_scope
+    from tests.support import all_tenants
     from chalicelib.db.models import WebhookRequest
     from chalicelib.services.webhooks import deliver
     from tests.webhooks.helpers import emit, make_message
@@ -110,7 +110,7 @@ def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
         emit(make_message(tenant), "MessageSent")
         wait_for(lambda: log_rows(hook["id"]), message="the first attempt")
         [row] = queue_rows(hook["id"])
-        with session_scope() as db:  # due again, woken by a sweep (so no other sweep takes it)
+        with all_tenants() as db:  # due again, woken by a sweep (so no other sweep takes it)
             db.execute(update(WebhookRequest).where(WebhookRequest.id == row.id).values(
                 woken_at=clock.now(), next_attempt_at=clock.now() - timedelta(seconds=1)))
         deliver.process(row.id)

@@ -175,7 +175,7 @@ def test_wake_ups_of_one_transaction_go_out_together_after_its_commit(sqs, monke
                                                                       database):
     """23 wake-ups (some delayed) enqueued in one session: nothing before the commit, then
     three SendMessageBatch calls on that queue, each message with its own delay."""
-    from chalicelib.db import session_scope
+    from tests.support import all_tenants
 
     client, urls = sqs
     monkeypatch.setattr(queues, "_port", queues.SqsPort(client=client, prefix=PREFIX))
@@ -188,7 +188,7 @@ def test_wake_ups_of_one_transaction_go_out_together_after_its_commit(sqs, monke
 
     client.send_message_batch = counting
     client.send_message = lambda **kwargs: single.append(kwargs)
-    with session_scope() as db:
+    with all_tenants() as db:
         for row_id in range(1, 24):
             queues.enqueue_after_commit(db, "deliveries", row_id, 0 if row_id <= 20 else 60.2)
         queues.enqueue_after_commit(db, "webhooks", 99)
@@ -200,7 +200,7 @@ def test_wake_ups_of_one_transaction_go_out_together_after_its_commit(sqs, monke
 
     # A rolled-back transaction sends nothing.
     with pytest.raises(RuntimeError):
-        with session_scope() as db:
+        with all_tenants() as db:
             queues.enqueue_after_commit(db, "deliveries", 500)
             raise RuntimeError("rolled back")
     assert len(calls) == 3 and len(single) == 1

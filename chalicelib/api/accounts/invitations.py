@@ -8,7 +8,7 @@ from chalicelib.api.auth import bearer_token
 from chalicelib.api.framework import NONE, Call, endpoint
 from chalicelib.api.schemas import accounts as schemas
 from chalicelib.api.records import accounts as records
-from chalicelib.services.accounts import users, members, sessions
+from chalicelib.services.accounts import members, sessions
 from chalicelib.shapes import accounts as shape
 
 bp = Blueprint(__name__)
@@ -17,13 +17,7 @@ bp = Blueprint(__name__)
 @endpoint(bp, "/invitations/{token}", "GET", auth=NONE,
           response=shape.InvitationPreviewAnswer)
 def preview(call: Call, token: str):
-    inv = members.pending_invitation(call.db, token)
-    org = inv.organization
-    return {"invitation": {"email_address": inv.email_address, "role": inv.role,
-                           "organization": {"name": org.name, "permalink": org.permalink},
-                           "expires_at": inv.expires_at,
-                           "account_exists": users.find_by_email(call.db, inv.email_address)
-                           is not None}}
+    return {"invitation": members.preview(call.db, token)}
 
 
 @endpoint(bp, "/invitations/accept", "POST", auth=NONE, body=schemas.InvitationAcceptIn,

@@ -1,4 +1,7 @@
-"""Admin API keys: full management access; the secret is shown once; revoked keys are kept."""
+"""Admin API keys: full management access; the secret is shown once; revoked keys are kept.
+
+The keys are the instance's, no tenant's (db/tenancy.NOT_TENANT_DATA); a request with one acts
+for every tenant (api/auth.py)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -7,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, observability
+from chalicelib.db import tenancy
 from chalicelib.db.models import AdminApiKey
 from chalicelib.services.security.tokens import generate_secret, hash_secret, hint
 
@@ -24,11 +28,17 @@ def seed_key(db: Session, secret: str) -> tuple[AdminApiKey, list[AdminApiKey]]:
     """Make the operator's ADMIN_API_KEY usable (idempotent; un-revokes it if it was revoked)
     and revoke every key seeded from an earlier, different ADMIN_API_KEY: changing the
     variable is how an operator rotates a leaked key, so the old one must stop working.
-    Returns the seeded key and the ones it revoked (recorded in the audit trail)."""
-    from chalicelib.services.accounts import audit  # late: audit imports the account models
-
+    Returns the seeded key and the ones it revoked (recorded in the audit trail, which is
+    the instance's: across tenants)."""
     if len(secret) < 16:
         raise errors.ValidationError("ADMIN_API_KEY must be at least 16 characters long")
+    with tenancy.across_tenants(db, "seed-admin-key"):
+        return _seed(db, secret)
+
+
+def _seed(db: Session, secret: str) -> tuple[AdminApiKey, list[AdminApiKey]]:
+    from chalicelib.services.accounts import audit  # late: audit imports the account models
+
     key = db.scalar(select(AdminApiKey).where(AdminApiKey.key_hash == hash_secret(secret)))
     if key is None:
         key = AdminApiKey(name="seeded from ADMIN_API_KEY", key_hash=hash_secret(secret),

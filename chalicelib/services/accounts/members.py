@@ -3,6 +3,10 @@
 Rules: only an owner (or full access) makes, unmakes, invites or removes an owner; the last
 owner can be neither removed nor demoted (counted under row locks on PostgreSQL; SQLite
 serializes writers). Anyone may leave an organization, subject to the last-owner rule.
+
+An invitation's token names its organization before the invitee belongs to it, and adding a
+member finds an account outside the organization: both look across tenants
+(db/tenancy.py, "invitation"), here only.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db import unique
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import Invitation, Membership, Organization, User
 from chalicelib.services.accounts import users, audit, permissions
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -67,12 +71,11 @@ def add_member(db: Session, principal, org: Organization, *, user_id: int | None
     check_role(role)
     if role == "owner":
         permissions.authorize(principal, "owners.manage", org.id)
-    if user_id is not None:
-        user = db.get(User, user_id)
-    elif email:
-        user = users.find_by_email(db, users.normalize_email(email))
-    else:
+    if user_id is None and not email:
         raise errors.ParameterMissing("user_id or email_address is required", field="user_id")
+    with tenancy.across_tenants(db, "invitation"):  # an account outside the organization
+        user = db.get(User, user_id) if user_id is not None else \
+            users.find_by_email(db, users.normalize_email(email))
     if user is None:
         raise errors.ValidationError("user_id: no such account; invite the address instead",
                                      field="user_id")
@@ -168,17 +171,38 @@ def _bad_token() -> errors.ValidationError:
 
 
 def pending_invitation(db: Session, token: str) -> Invitation:
+    """(Call it acting across tenants: the token names the organization.)"""
     inv = db.scalar(select(Invitation).where(Invitation.token_hash == hash_secret(token or "")))
     if inv is None or invitation_status(inv) != "pending":
         raise _bad_token()
     return inv
 
 
+def preview(db: Session, token: str) -> dict:
+    """What the public invitation page shows before the invitee decides."""
+    with tenancy.across_tenants(db, "invitation"):
+        inv = pending_invitation(db, token)
+        org = inv.organization
+        return {"email_address": inv.email_address, "role": inv.role,
+                "organization": {"name": org.name, "permalink": org.permalink},
+                "expires_at": inv.expires_at,
+                "account_exists": users.find_by_email(db, inv.email_address) is not None}
+
+
 def accept(db: Session, *, token: str, user: User | None, password: str | None,
            first_name: str | None, last_name: str | None, client: audit.Client) -> dict:
     """Join the organization as the signed-in ``user``, or create the account (when new).
 
-    Returns the membership, and a session when an account was created."""
+    Returns the membership, and a session when an account was created; the request then acts
+    for the invitee."""
+    with tenancy.across_tenants(db, "invitation"):
+        result = _accept(db, token, user, password, first_name, last_name, client)
+    tenancy.act(db, tenancy.for_user(result["user"].id))
+    return result
+
+
+def _accept(db: Session, token: str, user: User | None, password: str | None,
+            first_name: str | None, last_name: str | None, client: audit.Client) -> dict:
     inv = pending_invitation(db, token)
     created = None
     if user is not None:

@@ -20,6 +20,12 @@ A user with a passkey has two-factor authentication: the password alone no longe
 them in (``PasskeyRequired``, or ``TOTPRequired`` when TOTP is on too; either factor then
 completes it). Audit events: passkey_registered, passkey_renamed, passkey_removed (and
 their failures), login with details naming the passkey, login_failed.
+
+Tenancy (db/tenancy.py): a ceremony is no tenant's data (its row is read by its token); a
+sign-in's answer names its passkey, and so the account, before anyone is signed in: that
+lookup is the one place here that looks across tenants ("passkey-login"); the request then
+acts for the person it found, as it does after the password of a second-factor sign-in
+(``users.password_before_passkey``).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, observability
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import Passkey, PasskeyCeremony, User, UserSession
 from chalicelib.services.accounts import audit, users
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -168,9 +175,10 @@ def register(db: Session, user: User, ceremony: str, credential: dict, name: str
     if len(verified.credential_id) > MAX_CREDENTIAL_ID_BYTES:
         raise errors.ValidationError("credential: its id is longer than WebAuthn allows",
                                      field="credential")
+    registered = errors.ValidationError("credential: this passkey is already registered",
+                                        field="credential")
     if db.scalar(select(Passkey.id).where(Passkey.credential_id == credential_id)):
-        raise errors.ValidationError("credential: this passkey is already registered",
-                                     field="credential")
+        raise registered  # (row-level security shows this account's passkeys only)
     count = db.scalar(select(func.count()).select_from(Passkey)
                       .where(Passkey.user_id == user.id)) or 0
     passkey = Passkey(
@@ -179,8 +187,8 @@ def register(db: Session, user: User, ceremony: str, credential: dict, name: str
         name=(name or "").strip()[:100] or f"Passkey {count + 1}", aaguid=verified.aaguid,
         transports=",".join(t.value for t in parsed.response.transports or [])[:255],
         backed_up=verified.credential_backed_up, created_at=clock.now())
-    db.add(passkey)
-    db.flush()
+    with unique.guard(db, registered):  # another account's: its unique index says so
+        db.add(passkey)
     audit.record(db, "passkey_registered", client, user=user,
                  details=f"passkey {passkey.id} ({passkey.name})")
     return passkey
@@ -255,17 +263,20 @@ def login(db: Session, ceremony: str, credential: dict,
 
     row = _consume(db, ceremony, (LOGIN, SECOND_FACTOR))
     wrong = errors.InvalidCredentials("the passkey could not be verified; try again")
-    try:
-        parsed = parse_authentication_credential_json(credential)
-    except Exception as exc:  # noqa: BLE001
-        audit.fail(db, errors.ValidationError(f"credential: {_reason(exc)}", field="credential"),
-                   "login_failed", client, details=f"passkey: {_reason(exc)}")
-    passkey = db.scalar(select(Passkey).where(Passkey.credential_id == parsed.id))
-    if passkey is None or (row.user_id is not None and passkey.user_id != row.user_id):
-        user = db.get(User, row.user_id) if row.user_id is not None else None
-        audit.fail(db, wrong, "login_failed", client, user=user,
-                   details="passkey: not registered" + (" to this account" if user else ""))
-    user = db.get(User, passkey.user_id)
+    with tenancy.across_tenants(db, "passkey-login"):
+        try:
+            parsed = parse_authentication_credential_json(credential)
+        except Exception as exc:  # noqa: BLE001
+            audit.fail(db, errors.ValidationError(f"credential: {_reason(exc)}",
+                                                  field="credential"),
+                       "login_failed", client, details=f"passkey: {_reason(exc)}")
+        passkey = db.scalar(select(Passkey).where(Passkey.credential_id == parsed.id))
+        if passkey is None or (row.user_id is not None and passkey.user_id != row.user_id):
+            user = db.get(User, row.user_id) if row.user_id is not None else None
+            audit.fail(db, wrong, "login_failed", client, user=user,
+                       details="passkey: not registered" + (" to this account" if user else ""))
+        user = db.get(User, passkey.user_id)
+    tenancy.act(db, tenancy.for_user(user.id))  # the answer's passkey named the person
     handle = parsed.response.user_handle
     if handle and handle != user_handle(user):
         audit.fail(db, wrong, "login_failed", client, user=user,

@@ -1,7 +1,9 @@
 """Bearer sessions: created at login, looked up on every call, revoked at logout or password change.
 
 The token is 256 random bits from ``secrets``; only its SHA-256 hash is stored, and the lookup
-is by that hash (an index lookup on a digest leaks nothing usable about the token).
+is by that hash (an index lookup on a digest leaks nothing usable about the token). The token
+names its person: the lookup is across tenants (db/tenancy.py), and the caller then acts for
+that person.
 """
 from __future__ import annotations
 
@@ -12,19 +14,21 @@ from sqlalchemy.orm import Session, joinedload
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.models import User, UserSession
 from chalicelib.services.security.tokens import generate_secret, hash_secret
 
 
 def authenticate_session(db: Session, token: str) -> UserSession:
-    session = db.scalar(select(UserSession).options(
-        joinedload(UserSession.user).selectinload(User.memberships))
-        .where(UserSession.token_hash == hash_secret(token)))
-    now = clock.now()
-    if session is None or session.revoked_at is not None or session.expires_at <= now:
-        raise errors.Unauthorized("invalid or expired session token")
-    if session.last_used_at is None or now - session.last_used_at > timedelta(minutes=1):
-        session.last_used_at = now
+    with tenancy.across_tenants(db, "session-lookup"):
+        session = db.scalar(select(UserSession).options(
+            joinedload(UserSession.user).selectinload(User.memberships))
+            .where(UserSession.token_hash == hash_secret(token)))
+        now = clock.now()
+        if session is None or session.revoked_at is not None or session.expires_at <= now:
+            raise errors.Unauthorized("invalid or expired session token")
+        if session.last_used_at is None or now - session.last_used_at > timedelta(minutes=1):
+            session.last_used_at = now
     return session
 
 

@@ -5,7 +5,8 @@ start: the login's state, nonce and PKCE verifier are kept server-side in an Oid
 callback: the state is consumed once (a conditional UPDATE), the code is exchanged and the ID
 token validated; the account is found by (issuer, subject), else linked by a VERIFIED email
 address, else created. The identity provider decides who may sign in: SSO creates accounts even
-when self-registration is off.
+when self-registration is off. The callback finds and records the account across tenants
+(db/tenancy.py, "sso-login"): the provider's identity names it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.models import OidcLogin, User, UserSession
 from chalicelib.services.accounts import users, audit
 from chalicelib.services.security.tokens import hash_secret
@@ -99,9 +101,16 @@ def _account_for(db: Session, identity: oidc.Identity, client: audit.Client) -> 
 def callback(db: Session, *, code: str | None, state: str | None, error: str | None,
              error_description: str | None, client: audit.Client) -> tuple[User, UserSession, str]:
     """Finish a login. Failures are recorded (and the state used up) before SSOError is raised."""
+    cfg = config()
+    with tenancy.across_tenants(db, "sso-login"):
+        return _callback(db, cfg, code, state, error, error_description, client)
+
+
+def _callback(db: Session, cfg, code: str | None, state: str | None, error: str | None,
+              error_description: str | None, client: audit.Client
+              ) -> tuple[User, UserSession, str]:
     from chalicelib.services.accounts import oidc
 
-    cfg = config()
     try:
         if not state:
             raise errors.SSOError("the callback carried no state")

@@ -3,6 +3,10 @@ profile, password change and reset.
 
 Failures that must outlive the failing request (failed-login counters, lockouts, audit rows)
 are committed before the error is raised (``audit.fail``).
+
+An address (login, a password-reset request) or a reset token names an account nobody is
+signed in as yet, an address must be unique among all accounts, and a new account belongs to
+no one: those steps look across tenants (db/tenancy.py, "account-lookup"), here only.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db import unique
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import Membership, Passkey, PasswordResetToken, User, UserSession
 from chalicelib.services.accounts import audit, passwords, sessions, totp
 from chalicelib.services.security.tokens import generate_secret, hash_secret
@@ -49,7 +53,9 @@ def change_email(db: Session, user: User, value: str) -> str | None:
     email = normalize_email(value)
     if email == user.email_address:
         return None
-    if find_by_email(db, email) is not None:
+    with tenancy.across_tenants(db, "account-lookup"):  # unique among all accounts
+        taken = find_by_email(db, email) is not None
+    if taken:
         raise _address_taken(email)
     old = user.email_address
     with unique.guard(db, _address_taken(email)):  # two users moving to it at once
@@ -74,7 +80,8 @@ def change_own_email(db: Session, user: User, value: str, current_password: str 
 
 def any_user_exists(db: Session) -> bool:
     """False only on a new installation (the console then offers its first-run page)."""
-    return bool(db.scalar(select(exists().where(User.id.isnot(None)))))
+    with tenancy.across_tenants(db, "account-lookup"):
+        return bool(db.scalar(select(exists().where(User.id.isnot(None)))))
 
 
 def frontend_link(path: str) -> str | None:
@@ -101,10 +108,11 @@ def register(db: Session, *, email: str, first_name: str, last_name: str, passwo
              client: audit.Client) -> tuple[User, UserSession, str]:
     if not get_settings().auth_allow_registration:
         raise errors.RegistrationDisabled("self-registration is disabled on this installation")
-    user = create_user(db, email=email, first_name=first_name, last_name=last_name,
-                       password=password)
-    audit.record(db, "registration", client, user=user)
-    return (user, *start_session(db, user, client))
+    with tenancy.across_tenants(db, "account-lookup"):
+        user = create_user(db, email=email, first_name=first_name, last_name=last_name,
+                           password=password)
+        audit.record(db, "registration", client, user=user)
+        return (user, *start_session(db, user, client))
 
 
 def start_session(db: Session, user: User, client: audit.Client) -> tuple[UserSession, str]:
@@ -221,6 +229,12 @@ def has_passkeys(db: Session, user: User) -> bool:
 
 def login(db: Session, *, email: str, password: str, totp_code: str | None,
           client: audit.Client) -> tuple[User, UserSession, str]:
+    with tenancy.across_tenants(db, "account-lookup"):
+        return _login(db, email, password, totp_code, client)
+
+
+def _login(db: Session, email: str, password: str, totp_code: str | None,
+           client: audit.Client) -> tuple[User, UserSession, str]:
     user, mine = _password_step(db, email, password, client)
     if user.totp_enabled:
         if not totp_code:
@@ -249,9 +263,11 @@ def password_before_passkey(db: Session, email: str, password: str,
                             client: audit.Client) -> User:
     """The password of a login whose second factor will be a passkey: a wrong one counts as a
     failed login; a right one gives its attempt back (the login is not done yet), as a
-    missing TOTP code does."""
-    user, mine = _password_step(db, email, password, client)
-    _refund_attempt(db, user, mine)
+    missing TOTP code does. The request then acts for that person (their passkeys)."""
+    with tenancy.across_tenants(db, "account-lookup"):
+        user, mine = _password_step(db, email, password, client)
+        _refund_attempt(db, user, mine)
+    tenancy.act(db, tenancy.for_user(user.id))
     return user
 
 
@@ -333,18 +349,25 @@ def request_password_reset(db: Session, email: str, client: audit.Client,
         email = normalize_email(email)
     except errors.ValidationError:
         email = (email or "").strip().lower()
-    user = find_by_email(db, email)
-    audit.record(db, "password_reset_requested", client, user=user, email=email[:255],
-                 success=user is not None)
-    answer: dict = {"message": RESET_REQUESTED}
-    if operator and user is not None:
-        answer.update(issue_password_reset(db, user, client, by="admin API key"))
+    with tenancy.across_tenants(db, "account-lookup"):
+        user = find_by_email(db, email)
+        audit.record(db, "password_reset_requested", client, user=user, email=email[:255],
+                     success=user is not None)
+        answer: dict = {"message": RESET_REQUESTED}
+        if operator and user is not None:
+            answer.update(issue_password_reset(db, user, client, by="admin API key"))
     return answer
 
 
 def complete_password_reset(db: Session, *, token: str, password: str,
                             client: audit.Client) -> User:
     passwords.validate_new(password)
+    with tenancy.across_tenants(db, "account-lookup"):
+        return _complete_password_reset(db, token, password, client)
+
+
+def _complete_password_reset(db: Session, token: str, password: str,
+                             client: audit.Client) -> User:
     row = db.scalar(select(PasswordResetToken)
                     .where(PasswordResetToken.token_hash == hash_secret(token or "")))
     now = clock.now()

@@ -128,10 +128,8 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
         # message's first write (its in-flight marker, or its outcome). SQLite: a write lock
         # must not stay open during network I/O, so the claim commits at once.
         merged = autocommit_engine() is not None
-        if merged:
-            rows = db.execute(statement, params).all()
-        else:
-            rows = claim.run(db, statement, params)
+        rows = claim.run(db, statement, params, autocommit=False)
+        if not merged:
             db.commit()
         claimed = {row.id: row for row in rows}
         if not claimed:

@@ -7,13 +7,17 @@ stale InFlight attempt, an active suppression, whether the stream wants List-Uns
 the IP pool to send from.
 So the claim and its reads are ONE round trip; the row it returns works where a Message is
 expected (its columns are named like Message's attributes).
+
+A wake-up names a row, not a tenant: the claim (and the closer look when it fails) finds it
+across tenants (db/tenancy.py, "delivery-claim"), and the worker then acts for the servers of
+the rows it claimed.
 """
 from __future__ import annotations
 
 from sqlalchemy import bindparam, func, literal_column, or_, select
 
 from chalicelib import clock, queues, statuses
-from chalicelib.db import claims
+from chalicelib.db import claims, tenancy
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import (Delivery, Domain, IPPool, Message, MessageRaw, Server,
                                   Stream, Submission, Suppression)
@@ -78,14 +82,20 @@ def statement(many: bool = False):
         M.c.scope == "outgoing", many=many))
 
 
-def run(db, claim, params: dict) -> list:
-    """Run a claim statement and return its rows, fetched. On PostgreSQL it is one statement
-    in autocommit mode: its own transaction, committed at once."""
-    autocommit = autocommit_engine()
-    if autocommit is not None:
-        with autocommit.connect() as conn:
-            return conn.execute(claim, params).all()
-    return db.execute(claim, params).all()
+def run(db, claim, params: dict, autocommit: bool = True) -> list:
+    """Run a claim statement and return its rows, fetched; ``db`` then acts for the claimed
+    rows' servers. On PostgreSQL it is one statement in autocommit mode (its own
+    transaction, committed at once) unless ``autocommit`` is false (it then opens ``db``'s
+    transaction)."""
+    engine = autocommit_engine() if autocommit else None
+    if engine is not None:
+        with tenancy.connect(engine, tenancy.cross_tenant("delivery-claim")) as conn:
+            rows = conn.execute(claim, params).all()
+    else:
+        with tenancy.across_tenants(db, "delivery-claim"):
+            rows = db.execute(claim, params).all()
+    tenancy.act(db, tenancy.for_servers(row.server_id for row in rows))
+    return rows
 
 
 def not_claimed(db, message_id: int, claim_now=None) -> str:
@@ -94,7 +104,8 @@ def not_claimed(db, message_id: int, claim_now=None) -> str:
     now", not at a later now: a wake-up microseconds ahead of its row was otherwise dropped
     as claimed elsewhere."""
     db.rollback()
-    message = db.get(Message, message_id)
+    with tenancy.across_tenants(db, "delivery-claim"):
+        message = db.get(Message, message_id)
     if message is None or message.status not in statuses.DELIVERABLE or \
             message.scope != "outgoing" or message.next_attempt_at is None:
         return "nothing-to-do"

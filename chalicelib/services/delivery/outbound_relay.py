@@ -12,6 +12,9 @@ so the worker records the real outcome and retries as usual. The message goes ou
 worker would send it from here: the server's pool (``egress``, IP_POOL_EGRESS forced to
 direct: a relay never hands mail on to another relay), the recipient domain's MTA-STS policy,
 DELIVERY_RELAY if this host has one.
+
+The envelope names the message by its return path's token, whoever's it is: that lookup
+crosses tenants (db/tenancy.py, "outbound-relay"); the rest acts for the message's server.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from sqlalchemy import select
 
 from chalicelib import observability, statuses
 from chalicelib.config import get_settings
-from chalicelib.db import session_scope
+from chalicelib.db import session_scope, tenancy
 from chalicelib.db.models import Delivery, Message, MessageRaw
 from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp
 from chalicelib.services.delivery.connect import text
@@ -40,12 +43,15 @@ def client_allowed(address: str) -> bool:
 
 
 def _message(db, mail_from: str, rcpt_to: str):
+    """The message being delivered that the envelope names; ``db`` then acts for its server."""
     token = mail_from.rpartition("@")[0]
-    message = db.scalar(select(Message).where(Message.token == token,
-                                              Message.scope == "outgoing"))
+    with tenancy.across_tenants(db, "outbound-relay"):
+        message = db.scalar(select(Message).where(Message.token == token,
+                                                  Message.scope == "outgoing"))
     if message is None or message.rcpt_to.lower() != rcpt_to.lower() or \
             message.locked_by is None or message.status not in statuses.DELIVERABLE:
         return None
+    tenancy.act(db, tenancy.for_server(message.server_id))
     return message
 
 

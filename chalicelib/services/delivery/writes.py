@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, bindparam, cast, insert, literal, select, uni
 from sqlalchemy.sql.selectable import CTE
 
 from chalicelib import statuses
-from chalicelib.db import counters
+from chalicelib.db import counters, tenancy
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import (CapturedMessage, Delivery, Message, MessageEvent, MessageRaw,
                                   WebhookRequest)
@@ -190,5 +190,5 @@ def _single(db, stmt, params: dict, keep=None):
         else:
             db.rollback()
         return rows
-    with autocommit.connect() as conn:
+    with tenancy.connect(autocommit, tenancy.current(db)) as conn:  # the claimed rows' servers
         return conn.execute(stmt, params).all()

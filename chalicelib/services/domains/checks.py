@@ -309,28 +309,31 @@ def verify_cnames(domain: Domain, now: datetime) -> None:
 def run_scheduled(max_domains: int = 200, budget_seconds: float = 600.0) -> dict:
     """Re-check verified domains whose last check is older than DOMAIN_CHECK_INTERVAL_HOURS,
     oldest first, within a time budget (the next run continues). Each domain: plan in one
-    short session, lookups outside any, the result in another."""
-    from chalicelib.db import session_scope
+    short session, lookups outside any, the result in another. The due domains are every
+    tenant's (db/tenancy.py, "domain-checks"); each is then checked acting for its server."""
+    from chalicelib.db import session_scope, tenancy
 
     started = time.monotonic()
     cutoff = clock.now() - timedelta(hours=get_settings().domain_check_interval_hours)
-    with session_scope() as db:
-        ids = list(db.scalars(select(Domain.id).where(
+    with session_scope() as db, tenancy.across_tenants(db, "domain-checks"):
+        due = list(db.execute(select(Domain.id, Domain.server_id).where(
             Domain.verified_at.is_not(None),
             or_(Domain.checked_at.is_(None), Domain.checked_at < cutoff))
             .order_by(Domain.checked_at.is_not(None), Domain.checked_at, Domain.id)
             .limit(max_domains)))
     done = problems = 0
-    for domain_id in ids:
+    for domain_id, server_id in due:
         if time.monotonic() - started > budget_seconds:
             break
         with session_scope() as db:
+            tenancy.act(db, tenancy.for_server(server_id))
             domain = db.get(Domain, domain_id)
             if domain is None:
                 continue
             p = plan(db, domain)
         records = lookup(p)
         with session_scope() as db:
+            tenancy.act(db, tenancy.for_server(server_id))
             domain = db.get(Domain, domain_id)
             if domain is None:
                 continue

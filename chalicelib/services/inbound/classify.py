@@ -8,14 +8,22 @@ outgoing message (a bounce, or a complaint when the
 mail is a feedback report), or an address an inbound route of a verified domain matches.
 Everything else is refused (``Refusal``): the gateway is never an open relay. The SMTP
 handler turns a refusal into its reply; nothing here speaks SMTP.
+
+Mail at the MX comes from no tenant: its recipient address names the route (and so the
+server), the return path or unsubscribe address the message it answers, a DMARC report
+address its domain. Both steps here look across tenants (db/tenancy.py, "inbound-mail");
+mail whose every recipient is a route, or a report address, is stored acting for those
+addresses' servers (smtp/handler.py).
 """
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.services.dmarc import addresses as dmarc_addresses, intake as dmarc_intake
 from chalicelib.services.inbound import bounces, complaints, receive as inbound, return_path, routes
 from chalicelib.services.inbound.routes import RouteMatch
@@ -29,8 +37,13 @@ class Unsubscribe(int):
     """Target: a List-Unsubscribe mailto address; the value is the message's id."""
 
 
-class DmarcReport(int):
-    """Target: a domain's DMARC report address; the value is the domain's id."""
+@dataclass(frozen=True, order=True)
+class DmarcReport:
+    """Target: a domain's DMARC report address: the domain, and the server its reports are
+    stored for (the report is written acting for it: smtp/handler.py's DmarcUnit)."""
+
+    domain_id: int
+    server_id: int
 
 
 class Refusal(enum.Enum):
@@ -47,6 +60,11 @@ Target = Unsubscribe | DmarcReport | str | RouteMatch
 
 def classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
     """(refusal, None) or (None, target) for one recipient."""
+    with tenancy.across_tenants(db, "inbound-mail"):
+        return _classify(db, address)
+
+
+def _classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
     message_id = unsubscribe.message_id_from_address(address)
     if message_id is not None:
         if unsubscribe.unsubscribable(db, message_id):
@@ -55,7 +73,9 @@ def classify(db: Session, address: str) -> tuple[Refusal | None, Target | None]:
     token = dmarc_addresses.token_of(address)  # at the return-path domain: asked first
     if token is not None:
         domain = dmarc_addresses.find_domain(db, token)
-        return (None, DmarcReport(domain.id)) if domain else (Refusal.UNKNOWN_DMARC, None)
+        if domain is None:
+            return Refusal.UNKNOWN_DMARC, None
+        return None, DmarcReport(domain.id, domain.server_id)
     if address.strip().lower() in get_settings().fbl_address_set:
         return None, FEEDBACK
     if return_path.is_any_return_path(db, address):
@@ -81,12 +101,18 @@ def receive(db: Session, *, mail_from: str, rcpt_tos: list[str], targets: dict[s
             raw: bytes) -> bool:
     """Act on one message for each of its recipients' targets. True when every recipient is
     a route in mode ``bounce`` (the message is then refused after it was stored)."""
+    with tenancy.across_tenants(db, "inbound-mail"):
+        return _receive(db, mail_from, rcpt_tos, targets, raw)
+
+
+def _receive(db: Session, mail_from: str, rcpt_tos: list[str], targets: dict[str, Target],
+             raw: bytes) -> bool:
     for rcpt in rcpt_tos:
         target = targets.get(rcpt)
         if isinstance(target, Unsubscribe):
             unsubscribe.unsubscribe(db, int(target), "unsubscribe by mail")
         elif isinstance(target, DmarcReport):
-            dmarc_intake.receive(db, domain_id=int(target), mail_from=mail_from, raw=raw)
+            dmarc_intake.receive(db, domain_id=target.domain_id, mail_from=mail_from, raw=raw)
         elif target == FEEDBACK:
             complaints.receive(db, rcpt_to=rcpt, mail_from=mail_from, raw=raw)
         elif target == RETURN_PATH:

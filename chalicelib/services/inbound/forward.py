@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.config import get_settings
-from chalicelib.db import after_commit, claims, session_scope
+from chalicelib.db import after_commit, claims, session_scope, tenancy
 from chalicelib.db.models import Delivery, Message, Route, Submission
 
 if TYPE_CHECKING:
@@ -97,17 +97,23 @@ def process(message_id: int) -> None:
 
     worker = claims.worker_id()
     with session_scope() as db:
-        message = db.get(Message, message_id)
-        if message is None or message.scope != "incoming" or message.status not in DUE_STATUSES:
-            return
-        wait = (message.next_attempt_at - clock.now()).total_seconds() \
-            if message.next_attempt_at else 0
-        if wait > 0:  # woken early (SQS delays stop at 900 s): sleep again, do nothing else
-            queues.enqueue(QUEUE, message_id, min(wait, queues.SQS_MAX_DELAY))
-            return
-        if not claims.claim(db, Message, message_id, worker, Message.scope == "incoming",
-                            Message.status.in_(DUE_STATUSES)):
-            return
+        # The wake-up names a row, not a tenant ("inbound-claim", db/tenancy.py); once the row
+        # is claimed the worker acts for its server.
+        with tenancy.across_tenants(db, "inbound-claim"):
+            message = db.get(Message, message_id)
+            if message is None or message.scope != "incoming" or \
+                    message.status not in DUE_STATUSES:
+                return
+            wait = (message.next_attempt_at - clock.now()).total_seconds() \
+                if message.next_attempt_at else 0
+            if wait > 0:  # woken early (SQS delays stop at 900 s): sleep again, nothing else
+                queues.enqueue(QUEUE, message_id, min(wait, queues.SQS_MAX_DELAY))
+                return
+            if not claims.claim(db, Message, message_id, worker, Message.scope == "incoming",
+                                Message.status.in_(DUE_STATUSES)):
+                return
+        server_id = message.server_id
+        tenancy.act(db, tenancy.for_server(server_id))
         message = db.get(Message, message_id)
         route = db.get(Route, message.route_id) if message.route_id else None
         endpoint = route.endpoint if route else None
@@ -125,13 +131,15 @@ def process(message_id: int) -> None:
             log.exception("inbound delivery of message %s crashed", message_id)
             attempt = inbound_endpoints.Attempt(inbound_endpoints.RETRY,
                                                 f"internal error: {type(exc).__name__}")
-    _record(message_id, worker, attempt)
+    _record(server_id, message_id, worker, attempt)
 
 
-def _record(message_id: int, worker: str, attempt: inbound_endpoints.Attempt) -> None:
+def _record(server_id: int, message_id: int, worker: str,
+            attempt: inbound_endpoints.Attempt) -> None:
     from chalicelib.services.inbound import endpoints as inbound_endpoints
 
     with session_scope() as db:
+        tenancy.act(db, tenancy.for_server(server_id))
         message = db.get(Message, message_id)
         if message is None or not claims.release(message, worker):
             return

@@ -1,9 +1,14 @@
 """Issuing and serving mail frames. ``issue`` builds the HTML for an authorized caller and
 holds it for TTL; the URL it answers carries the row's signed id (services/security/
 signed_ids.py), so a guessed or altered URL is refused without a lookup and a frame of one
-server is never reachable from another's id. Expired rows are deleted whenever a frame is
-issued (a frame is asked for on every pause of a preview's typing, so the table stays small
-without a schedule of its own)."""
+server is never reachable from another's id. A server's expired rows are deleted whenever it
+issues a frame (a frame is asked for on every pause of a preview's typing), and every
+server's by the hourly retention run (services/messages/retention.py), so the table stays
+small.
+
+Serving is public (an ``<iframe>`` sends no credential): the signed id names the row before
+anyone is known, so ``html`` reads it across tenants (db/tenancy.py, "mail-frame"), that one
+row only."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -13,6 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
+from chalicelib.db import tenancy
 from chalicelib.db.models import MailFrame, Server
 from chalicelib.services.mailframes import kinds
 from chalicelib.services.security import signed_ids
@@ -52,9 +58,11 @@ def html(db: Session, token: str) -> str:
     """The HTML of the frame ``token`` names; NotFound when the token is not ours or the
     frame expired (and was or will be deleted)."""
     frame_id = TOKENS.verify(token)
-    found = None if frame_id is None else db.scalar(
-        select(MailFrame.html).where(MailFrame.id == frame_id,
-                                     MailFrame.expires_at >= clock.now()))
+    found = None
+    if frame_id is not None:
+        with tenancy.across_tenants(db, "mail-frame"):  # the signature named the row
+            found = db.scalar(select(MailFrame.html).where(
+                MailFrame.id == frame_id, MailFrame.expires_at >= clock.now()))
     if found is None:
         raise errors.NotFound("this preview has expired or its address is not valid: "
                               "show it again from the console")

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, queues
 from chalicelib.config import get_settings
-from chalicelib.db import after_commit, claims, session_scope
+from chalicelib.db import after_commit, claims, session_scope, tenancy
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.db.models import BulkJob, Message, Server, Stream
 from chalicelib.services.messages import actions as message_actions
@@ -223,8 +223,14 @@ def process(job_id: int) -> str:
     settings = get_settings()
     deadline = time.monotonic() + settings.bulk_time_budget_seconds
     with session_scope() as db:
-        if not claims.claim(db, BulkJob, job_id, worker, BulkJob.status.in_(ACTIVE)):
+        # The wake-up names a job, not a tenant ("bulk-claim", db/tenancy.py); once it is
+        # claimed the worker acts for the job's server.
+        with tenancy.across_tenants(db, "bulk-claim"):
+            claimed = claims.claim(db, BulkJob, job_id, worker, BulkJob.status.in_(ACTIVE))
             job = db.get(BulkJob, job_id)
+        if job is not None:
+            tenancy.act(db, tenancy.for_server(job.server_id))
+        if not claimed:
             if job is None or job.status not in ACTIVE or job.next_attempt_at is None:
                 return "nothing-to-do"
             wait = (job.next_attempt_at - clock.now()).total_seconds()

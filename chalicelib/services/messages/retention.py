@@ -6,8 +6,9 @@ ON DELETE CASCADE) — but never while one of its messages still has work pendin
 are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 ``WEBHOOK_LOG_RETENTION_DAYS`` and DMARC reports ``DMARC_REPORT_RETENTION_DAYS`` after the
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
-suppressions go a day after they expire; delivery destinations idle for a day
-(per-destination pacing). The audit trail (auth_events) is kept.
+suppressions go a day after they expire; mail frames once they expire (each server also
+clears its own when it issues one); delivery destinations idle for a day (per-destination
+pacing). The audit trail (auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
-                                  InstallationKey, Message, OidcLogin, PasskeyCeremony,
-                                  PasswordResetToken, Server,
+                                  InstallationKey, MailFrame, Message, OidcLogin,
+                                  PasskeyCeremony, PasswordResetToken, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
@@ -68,6 +69,7 @@ def prune(db: Session) -> dict[str, int]:
         ("password_reset_tokens", PasswordResetToken, PasswordResetToken.expires_at < grace),
         ("oidc_logins", OidcLogin, OidcLogin.expires_at < grace),
         ("passkey_ceremonies", PasskeyCeremony, PasskeyCeremony.expires_at < grace),
+        ("mail_frames", MailFrame, MailFrame.expires_at < now),
         ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
                                            Suppression.expires_at < grace)),
         # DMARC reports (their rows go with them) by the period they report on.

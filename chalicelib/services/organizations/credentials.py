@@ -1,5 +1,9 @@
 """Server credentials: API keys (HTTP messaging), SMTP keys (submission passwords) and SMTP-IP
-(an address or network allowed to submit without a password). Keys are shown once."""
+(an address or network allowed to submit without a password). Keys are shown once.
+
+Finding the credential a key or an address belongs to is a lookup across tenants (the key
+names the server): the one place that does it, ``tenancy.across_tenants(db,
+"credential-lookup")``; the caller then acts for the credential's server."""
 from __future__ import annotations
 
 import ipaddress
@@ -9,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
 from chalicelib import clock, errors, observability
+from chalicelib.db import tenancy
 from chalicelib.db.models import Credential, Server
 from chalicelib.services.security.tokens import generate_secret, hash_secret, hint
 
@@ -65,15 +70,27 @@ def authenticate_key(db: Session, key: str | None, type: str) -> Credential:
     Unauthorized for an unknown key, or a held credential."""
     if not key:
         raise errors.Unauthorized("missing credential")
-    credential = db.scalar(select(Credential).options(joinedload(Credential.server))
-                           .where(Credential.key_hash == hash_secret(key)))
-    if credential is None or credential.type != type:
-        observability.log("credential.rejected", "warning", credential_type=type)
-        raise errors.Unauthorized("invalid credential")
-    if credential.hold:
-        raise errors.Unauthorized("this credential is on hold")
-    _touch(credential)
+    with tenancy.across_tenants(db, "credential-lookup"):
+        credential = db.scalar(select(Credential).options(joinedload(Credential.server))
+                               .where(Credential.key_hash == hash_secret(key)))
+        if credential is None or credential.type != type:
+            observability.log("credential.rejected", "warning", credential_type=type)
+            raise errors.Unauthorized("invalid credential")
+        if credential.hold:
+            raise errors.Unauthorized("this credential is on hold")
+        _touch(credential)
     return credential
+
+
+def is_held_key(db: Session, key: str | None, type: str) -> bool:
+    """Whether ``key`` is the key of a credential of ``type`` that is on hold (the SMTP
+    gateway answers those differently from a wrong key)."""
+    if not key:
+        return False
+    with tenancy.across_tenants(db, "credential-lookup"):
+        return db.scalar(select(Credential.id).where(
+            Credential.key_hash == hash_secret(key), Credential.type == type,
+            Credential.hold.is_(True))) is not None
 
 
 def authenticate_ip(db: Session, address: str) -> Credential | None:
@@ -82,10 +99,11 @@ def authenticate_ip(db: Session, address: str) -> Credential | None:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return None
-    for credential in db.scalars(select(Credential).options(joinedload(Credential.server))
-                                 .where(Credential.type == "SMTP-IP",
-                                        Credential.hold.is_(False))):
-        if ip in ipaddress.ip_network(credential.ip_range, strict=False):
-            _touch(credential)
-            return credential
+    with tenancy.across_tenants(db, "credential-lookup"):
+        for credential in db.scalars(select(Credential).options(joinedload(Credential.server))
+                                     .where(Credential.type == "SMTP-IP",
+                                            Credential.hold.is_(False))):
+            if ip in ipaddress.ip_network(credential.ip_range, strict=False):
+                _touch(credential)
+                return credential
     return None

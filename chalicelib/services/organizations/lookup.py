@@ -1,7 +1,9 @@
 """Finding management resources the caller may see, with the permission check in the same step.
 
 Organizations a user does not belong to answer 404 (their existence is not disclosed); inside
-an organization the user belongs to, an action above their role answers 403.
+an organization the user belongs to, an action above their role answers 403. Once found, a
+member's request acts for that organization (db/tenancy.py): its servers and their rows, its
+members; an admin API key or an instance admin already acts for every tenant.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
+from chalicelib.db import tenancy
 from chalicelib.db.models import Organization, Server
 from chalicelib.services.accounts import permissions
 
@@ -18,6 +21,8 @@ def organization(db: Session, principal, permalink: str, action: str) -> Organiz
     if org is None or not permissions.is_member(principal, org.id):
         raise errors.NotFound(f"no organization {permalink!r}")
     permissions.authorize(principal, action, org.id)
+    if not permissions.is_full_access(principal):
+        tenancy.act(db, tenancy.for_organization(org.id, principal.user.id))
     return org
 
 

@@ -1,11 +1,15 @@
-"""Organizations and their servers."""
+"""Organizations and their servers.
+
+A new organization belongs to no tenant until it exists, and its permalink is unique among
+all organizations: creating one looks across tenants (db/tenancy.py, "create-organization");
+a user who creates one then acts for it, as its owner."""
 from __future__ import annotations
 
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
-from chalicelib.db import unique
+from chalicelib.db import tenancy, unique
 from chalicelib.db.models import IPPool, Membership, Organization, Server, Stream
 from chalicelib.services.accounts import permissions
 from chalicelib.services.security.tokens import PERMALINK, slugify
@@ -52,13 +56,17 @@ def save_with_permalink(db: Session, row, wanted: str | None, name: str, taken) 
 
 def create_organization(db: Session, principal, *, name: str, permalink: str | None = None,
                         time_zone: str = "UTC") -> Organization:
-    org = Organization(name=name, time_zone=time_zone)
-    save_with_permalink(db, org, permalink, name,
-                        lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
-    if principal.user is not None:  # a user creator becomes owner
-        db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
-        db.flush()
-        db.refresh(principal.user, ["memberships"])
+    with tenancy.across_tenants(db, "create-organization"):
+        org = Organization(name=name, time_zone=time_zone)
+        save_with_permalink(
+            db, org, permalink, name,
+            lambda p: db.scalar(select(exists().where(Organization.permalink == p))))
+        if principal.user is not None:  # a user creator becomes owner
+            db.add(Membership(organization_id=org.id, user_id=principal.user.id, role="owner"))
+            db.flush()
+            db.refresh(principal.user, ["memberships"])
+    if principal.user is not None and not permissions.is_full_access(principal):
+        tenancy.act(db, tenancy.for_organization(org.id, principal.user.id))
     return org
 
 

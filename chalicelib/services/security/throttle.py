@@ -8,7 +8,8 @@ when the rate is 0, the local default; the deployed stages turn it on.
 
 One atomic upsert per request. On PostgreSQL it runs on its own autocommit connection, so
 the bucket row is locked for that statement only, not for the whole request; on SQLite (one
-writer at a time anyway) it runs in the request's transaction.
+writer at a time anyway) it runs in the request's transaction. The connection acts for the
+request's tenant (its key's server: the bucket is its credential's row, db/tenancy.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.engine import autocommit_engine
 
 
@@ -35,7 +37,7 @@ def take(db: Session, credential_id: int) -> None:
     if engine is None:
         allowed, tokens = db.execute(_TAKE, params).one()
     else:
-        with engine.connect() as connection:
+        with tenancy.connect(engine, tenancy.current(db)) as connection:
             allowed, tokens = connection.execute(_TAKE, params).one()
     if not allowed:
         wait = max(1, math.ceil((1.0 - tokens) / rate))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.models import Message
 from chalicelib.services.security import signed_ids
 
@@ -72,9 +73,17 @@ def add_headers(raw: bytes, message_id: int) -> bytes:
     return header.encode("ascii") + raw
 
 
+def _outgoing(db: Session, message_id: int) -> Message | None:
+    """The outgoing message ``message_id``: the signed link or address names it across
+    tenants ("unsubscribe", db/tenancy.py)."""
+    with tenancy.across_tenants(db, "unsubscribe"):
+        message = db.get(Message, message_id)
+    return message if message is not None and message.scope == "outgoing" and \
+        not message.bounce else None
+
+
 def unsubscribable(db: Session, message_id: int) -> bool:
-    message = db.get(Message, message_id)
-    return message is not None and message.scope == "outgoing" and not message.bounce
+    return _outgoing(db, message_id) is not None
 
 
 def unsubscribe(db: Session, message_id: int, origin_details: str) -> Message | None:
@@ -82,10 +91,11 @@ def unsubscribe(db: Session, message_id: int, origin_details: str) -> Message | 
     there is no such message. Repeating it is harmless (the entry stays permanent)."""
     from chalicelib.services.suppressions import entries
 
-    message = db.get(Message, message_id)
-    if message is None or message.scope != "outgoing" or message.bounce:
+    message = _outgoing(db, message_id)
+    if message is None:
         return None
-    entries.suppress(db, message.server_id, message.rcpt_to, reason="Unsubscribe",
-                          origin="unsubscribe", stream_id=message.stream_id,
-                          details=f"{origin_details} (message {message.id})")
+    with tenancy.acting(db, tenancy.for_server(message.server_id)):  # the message's server
+        entries.suppress(db, message.server_id, message.rcpt_to, reason="Unsubscribe",
+                         origin="unsubscribe", stream_id=message.stream_id,
+                         details=f"{origin_details} (message {message.id})")
     return message

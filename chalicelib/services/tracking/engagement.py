@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
+from chalicelib.db import tenancy
 from chalicelib.db.models import ClickEvent, Message, OpenEvent, TrackedLink
 from chalicelib.services.security import signed_ids
 from chalicelib.services.tracking import detect
@@ -194,12 +195,22 @@ def _bump(db: Session, message_id: int, column) -> bool:
     return count == 1
 
 
+def _tracked(db: Session, find) -> tuple:
+    """The token names its message across tenants ("tracking", db/tenancy.py); the event is
+    then recorded acting for the message's server. ``find()`` -> (message or None, link)."""
+    with tenancy.across_tenants(db, "tracking"):
+        message, link = find()
+    if message is None:
+        raise errors.NotFound("unknown tracking token")
+    tenancy.act(db, tenancy.for_server(message.server_id))
+    return message, link
+
+
 def record_open(db: Session, token: str, *, ip: str | None, user_agent: str | None,
                 method: str = "GET") -> OpenEvent:
     message_id = message_id_from_open_token(token)
-    message = db.get(Message, message_id) if message_id is not None else None
-    if message is None:
-        raise errors.NotFound("unknown tracking token")
+    message, _ = _tracked(db, lambda: (
+        db.get(Message, message_id) if message_id is not None else None, None))
     verdict = _verdict("open", message, ip, user_agent, method)
     first = _bump(db, message.id, Message.opens_count)
     event = OpenEvent(message_id=message.id, server_id=message.server_id, first=first,
@@ -214,12 +225,12 @@ def record_open(db: Session, token: str, *, ip: str | None, user_agent: str | No
 def record_click(db: Session, token: str, *, ip: str | None, user_agent: str | None,
                  method: str = "GET") -> ClickEvent:
     """Record the click; the caller redirects to ``event.url`` (the stored link's URL)."""
-    link = None
-    if _LINK_TOKEN.match(token or ""):
-        link = db.scalar(select(TrackedLink).where(TrackedLink.token == token))
-    message = db.get(Message, link.message_id) if link is not None else None
-    if message is None:
-        raise errors.NotFound("unknown tracking token")
+    def find():
+        link = db.scalar(select(TrackedLink).where(TrackedLink.token == token)) \
+            if _LINK_TOKEN.match(token or "") else None
+        return (db.get(Message, link.message_id) if link is not None else None), link
+
+    message, link = _tracked(db, find)
     verdict = _verdict("click", message, ip, user_agent, method)
     first = _bump(db, message.id, Message.clicks_count)
     event = ClickEvent(message_id=message.id, server_id=message.server_id, link_id=link.id,

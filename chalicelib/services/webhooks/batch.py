@@ -27,13 +27,13 @@ import logging
 import time
 from datetime import timedelta
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, update
 
 from chalicelib import clock, queues
 from chalicelib.config import get_settings
 from chalicelib.db import get_engine
 from chalicelib.services.webhooks import deliver as single
-from chalicelib.services.webhooks.deliver import HOOK, HOOK_COLUMNS, JOB_COLUMNS, LOG, REQ
+from chalicelib.services.webhooks.deliver import HOOK, LOG, REQ
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +62,7 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
     """Claim ``ids`` (those due, unclaimed and not locked by another worker), deliver them
     in order within BATCH_SECONDS; returns the ids left for the next transaction."""
     now = clock.now()
-    expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
-    rows = conn.execute(
-        select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
-        .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
-        .where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
-               (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
-               HOOK.c.enabled.is_(True))
-        .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True)).all()
+    rows = single.claim_batch(conn, ids, now, settings)
     found = {row.id for row in rows}
     for row_id in ids:
         if row_id not in found and row_id not in results:

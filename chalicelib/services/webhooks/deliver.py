@@ -5,6 +5,10 @@ The HTTP attempt runs outside any database transaction: the claim is committed f
 slow receiver never holds a connection or a lock, and a second wake-up for the same row finds
 the claim and does nothing. The outcome is then written in one short transaction: the row is
 deleted (2xx, or the 10th failure) or rescheduled, and one log row records the attempt.
+
+A wake-up names a row, not a tenant: the claims here (one row, or a batch's for batch.py) and
+the closer look when one fails find rows across tenants (db/tenancy.py, "webhook-claim"); the
+connection then acts for the claimed rows' servers.
 """
 from __future__ import annotations
 
@@ -21,9 +25,8 @@ from sqlalchemy import delete, exists, insert, or_, select, update
 
 from chalicelib import clock, observability, queues
 from chalicelib.config import Settings, get_settings
-from chalicelib.db import get_engine
+from chalicelib.db import claims, get_engine, tenancy
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
-from chalicelib.db import claims
 from chalicelib.services.security import installation_keys, keys, url_safety
 
 log = logging.getLogger(__name__)
@@ -235,6 +238,30 @@ def _unclaimed(now, settings: Settings):
 
 
 def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:
+    with tenancy.across_tenants(conn, "webhook-claim"):
+        job = _find(conn, row_id, worker, row_locks, settings)
+    if isinstance(job, Job):
+        tenancy.act(conn, tenancy.for_server(job.server_id))
+    return job
+
+
+def claim_batch(conn, ids: list[int], now, settings: Settings) -> list:
+    """batch.py's claim: the rows of ``ids`` due, unclaimed and not locked by another worker,
+    locked (FOR UPDATE SKIP LOCKED), in id order; the connection then acts for their servers."""
+    expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
+    with tenancy.across_tenants(conn, "webhook-claim"):
+        rows = conn.execute(
+            select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
+            .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+            .where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
+                   (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
+                   HOOK.c.enabled.is_(True))
+            .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True)).all()
+    tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
+    return rows
+
+
+def _find(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:
     now = clock.now()
     due = (REQ.c.id == row_id, REQ.c.next_attempt_at <= now, _unclaimed(now, settings))
     if row_locks:
@@ -250,7 +277,7 @@ def _claim(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) 
             select(*JOB_COLUMNS, *HOOK_COLUMNS).join(HOOK, HOOK.c.id == REQ.c.webhook_id)
             .where(REQ.c.id == row_id)).first()
     if not found:
-        return not_claimed(conn, row_id, now, row_locks, settings)
+        return _why_not_claimed(conn, row_id, now, row_locks, settings)
     return Job(found.webhook_id, found.server_id, found.event, found.uuid, found.body,
                 found.attempts + 1, found.url, found.sign, found.headers_encrypted,
                 found.last_used_at)
@@ -260,6 +287,11 @@ def not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings) -> 
     """Why the claim failed: the row is gone (a duplicate wake-up), not due yet (woken early:
     sleep again for the rest, do nothing else), held by another worker, or its webhook is
     disabled (a disabled webhook gets nothing: drop the row)."""
+    with tenancy.across_tenants(conn, "webhook-claim"):
+        return _why_not_claimed(conn, row_id, now, row_locks, settings)
+
+
+def _why_not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings) -> str:
     row = conn.execute(select(REQ.c.next_attempt_at, REQ.c.webhook_id)
                        .where(REQ.c.id == row_id)).first()
     if row is None:
