@@ -5,6 +5,10 @@ variable derived from it (``AUTH_MAX_LOGIN_ATTEMPTS``). Operational settings (``
 ``PORT``...) are plain environment variables. Nothing is read at import time: Chalice's test
 client and Lambda both set the environment after our modules are imported, so callers use
 ``get_settings()`` and the cache is refreshed whenever the environment changes.
+
+Longer than our ~500-line rule on purpose: it is the one table of every key with its default,
+parser and description (docs/configuration.md is checked against it), and a key split into
+several files would be a key someone cannot find.
 """
 from __future__ import annotations
 

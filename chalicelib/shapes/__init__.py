@@ -16,7 +16,7 @@ field the shape lacks, or leaves out a required one, fails the first test that t
 Types are checked in the tests, on every answer of the running stack, against the OpenAPI
 document (tests/response_check.py), and by schemathesis.
 
-Modules: ``messaging`` (messages, deliveries, events, streams, templates, stats …),
+Modules: ``messaging`` (messages, deliveries, events, streams, templates …), ``stats``,
 ``management`` (organizations, servers, domains, credentials, webhooks …), ``accounts``
 (users, sessions, memberships, invitations).
 """
