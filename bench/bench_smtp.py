@@ -8,9 +8,15 @@ a bare aiosmtpd server with the same TLS context and AUTH settings whose handler
 (unauthenticated, stored before the 250), at least 0.3 of it.
 
 The load generator runs in a separate process (20 threads, smtplib), so client and servers do
-not share a GIL. Postfix's ``smtp-source`` is used instead when it is installed.
+not share a GIL.
 
-Run: .venv/bin/python bench/bench_smtp.py [--seconds 5] [--connections 20]
+``--processes N`` (N > 1) adds a second comparison: N gateway processes on one port
+(``Gateway(reuse_port=True)``: SO_REUSEPORT, the kernel spreads the connections) against N
+bare aiosmtpd processes on another port the same way, and also against the single bare
+process measured first, so both fair comparisons are printed. All those servers are child
+processes of this bench, started before the timed runs.
+
+Run: .venv/bin/python bench/bench_smtp.py [--seconds 5] [--connections 20] [--processes 2]
      (BENCH_DATABASE_URL picks the database; its public schema is dropped and re-created)"""
 from __future__ import annotations
 
@@ -98,25 +104,92 @@ def load(port: int, password: str, sender: str, to: str, seconds: float, connect
     return int(accepted) / float(elapsed)
 
 
-def bare_server(context: ssl.SSLContext, password: str):
-    """aiosmtpd with the same TLS and AUTH settings, answering 250 to everything."""
-    from aiosmtpd.controller import Controller
-    from aiosmtpd.smtp import AuthResult
+class Sink:
+    """The bare server's handler: every message answered 250, nothing stored."""
 
-    class Sink:
-        async def handle_DATA(self, server, session, envelope):
-            return "250 OK"
+    async def handle_DATA(self, server, session, envelope):
+        return "250 OK"
+
+
+def bare_authenticator(password: str):
+    from aiosmtpd.smtp import AuthResult
 
     def authenticator(server, session, envelope, mechanism, auth_data):
         return AuthResult(success=auth_data.password.decode() == password)
+    return authenticator
+
+
+def bare_server(context: ssl.SSLContext, password: str):
+    """aiosmtpd with the same TLS and AUTH settings, answering 250 to everything."""
+    from aiosmtpd.controller import Controller
 
     from tests.support import free_port
 
     controller = Controller(Sink(), hostname="127.0.0.1", port=free_port(), tls_context=context,
-                            auth_require_tls=True, authenticator=authenticator,
+                            auth_require_tls=True, authenticator=bare_authenticator(password),
                             enable_SMTPUTF8=True)
     controller.start()
     return controller
+
+
+def serve(kind: str, port: int, password: str) -> None:
+    """A child server process (``--serve gateway|bare PORT PASSWORD``) bound with SO_REUSEPORT:
+    prints "ready", serves until its stdin closes."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    from chalicelib.config import get_settings
+    from chalicelib.smtp import tls
+
+    if kind == "gateway":
+        from bench.common import NullPort
+        from chalicelib import queues
+        from chalicelib.smtp.gateway import Gateway
+
+        queues.set_port(NullPort())  # as start_stack: wake-ups dropped, no worker competes
+        gateway = Gateway("127.0.0.1", port, submission_ports=[], tls_port=None,
+                          reuse_port=True)
+        gateway.start()
+    else:
+        import asyncio
+
+        from aiosmtpd.smtp import SMTP
+
+        context = tls.server_context(get_settings())
+        authenticator = bare_authenticator(password)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(loop.create_server(
+            lambda: SMTP(Sink(), hostname="127.0.0.1", tls_context=context,
+                         auth_require_tls=True, authenticator=authenticator,
+                         enable_SMTPUTF8=True),
+            "127.0.0.1", port, reuse_port=True))
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+    print("ready", flush=True)
+    sys.stdin.read()
+
+
+@contextlib.contextmanager
+def servers(kind: str, processes: int, password: str):
+    """``processes`` child servers of ``kind`` sharing one port; yields the port."""
+    from tests.support import free_port
+
+    port = free_port()
+    children = [subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port),
+                                  password], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(processes)]
+    try:
+        for child in children:
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"{kind} server process did not start")
+        yield port
+    finally:
+        for child in children:
+            child.stdin.close()
+        for child in children:
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
 
 
 @contextlib.contextmanager
@@ -145,6 +218,8 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE", help="py-spy the gateway during the submission "
                     "run and write collapsed stacks (py-spy --format raw) to FILE")
     ap.add_argument("--profile-inbound", metavar="FILE", help="the same for the inbound run")
+    ap.add_argument("--processes", type=int, default=1, help="also measure N gateway processes "
+                    "on one port (SO_REUSEPORT) against N bare aiosmtpd processes and against 1")
     args = ap.parse_args()
 
     url = bench_database_url()
@@ -171,6 +246,12 @@ def main() -> None:
             inbound = load(stack.smtp_port, "", "x@sender.example", f"in@{tenant.domain}",
                            **common)
         bare_again = load(bare.port, "bench-password", sender, to, **common)
+        if args.processes > 1:
+            with servers("bare", args.processes, "bench-password") as bare_port, \
+                    servers("gateway", args.processes, "") as gateway_port:
+                bare_n = [load(bare_port, "bench-password", sender, to, **common)]
+                ours_n = load(gateway_port, tenant.smtp_key, sender, to, **common)
+                bare_n.append(load(bare_port, "bench-password", sender, to, **common))
     finally:
         bare.stop()
         stack.stop()
@@ -182,10 +263,19 @@ def main() -> None:
               ours / baseline, ">= 0.5"))
     print(row("inbound (accept route) accepted/s, no AUTH", f"{inbound:.0f}",
               f"{baseline:.0f} bare aiosmtpd", inbound / baseline, ">= 0.3"))
+    if args.processes > 1:
+        n = args.processes
+        print(row(f"submission accepted/s, {n} gateway processes", f"{ours_n:.0f}",
+                  f"{max(bare_n):.0f} bare aiosmtpd, {n} processes", ours_n / max(bare_n),
+                  ">= 0.5"))
+        print(row(f"submission accepted/s, {n} gateway processes", f"{ours_n:.0f}",
+                  f"{baseline:.0f} bare aiosmtpd, 1 process", ours_n / baseline, ">= 0.5"))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--client":
         _, _, port, password, sender, to, seconds, connections, use_tls = sys.argv
         client("127.0.0.1", int(port), password, sender, to, float(seconds), int(connections),
                use_tls == "1")
