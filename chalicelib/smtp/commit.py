@@ -12,6 +12,11 @@ Two kinds of unit:
   them with bulk statements and returns, per unit, its result or the ServiceError refusing it
   (a refusal decided in Python after its queries succeeded, so the transaction stays usable).
 
+``submit(unit, prepare_in=executor)`` runs a GroupUnit's ``prepare()`` in that executor and
+queues the unit from there: the event loop hands a message off once and is woken once, with
+its answer, instead of also in between (each hop on a busy machine waits for a core and the
+GIL; bench_smtp's section in bench/RESULTS.md).
+
 When anything else raises (a database error) or the commit fails, the transaction is rolled
 back as a whole and every unit of the batch is run again in a transaction of its own, so each
 caller gets exactly its own result or error and no client is told "250" for a message that was
@@ -24,7 +29,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import Callable, Hashable
 
 from sqlalchemy.orm import Session
@@ -80,10 +85,24 @@ class GroupCommitter:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, unit) -> Future:
+    def submit(self, unit, prepare_in: Executor | None = None) -> Future:
+        """The unit's result (or error) once committed. ``prepare_in``: run a GroupUnit's
+        ``prepare()`` in this executor first, then queue it (a refusal there settles the
+        future at once, nothing is queued)."""
         future: Future = Future()
-        self._queue.put((unit, future))
+        if prepare_in is not None and isinstance(unit, GroupUnit):
+            prepare_in.submit(self._prepare_then_queue, unit, future)
+        else:
+            self._queue.put((unit, future, False))
         return future
+
+    def _prepare_then_queue(self, unit: GroupUnit, future: Future) -> None:
+        try:
+            unit.prepare()
+        except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
+            future.set_exception(exc)
+        else:
+            self._queue.put((unit, future, True))
 
     def stop(self) -> None:
         for _ in self._threads:
@@ -110,16 +129,16 @@ class GroupCommitter:
                 self._run(self._prepared(batch))
             except BaseException as exc:  # noqa: BLE001  (never leave a client without answer)
                 log.exception("group commit failed")
-                for _, future in batch:
+                for _, future, _ in batch:
                     if not future.done():
                         future.set_exception(exc)
 
     @staticmethod
-    def _prepared(batch: list[tuple[object, Future]]) -> list[tuple[object, Future]]:
+    def _prepared(batch: list[tuple[object, Future, bool]]) -> list[tuple[object, Future]]:
         ready = []
-        for unit, future in batch:
+        for unit, future, prepared in batch:
             try:
-                if isinstance(unit, GroupUnit):
+                if isinstance(unit, GroupUnit) and not prepared:
                     unit.prepare()
             except Exception as exc:  # noqa: BLE001  (this unit's own refusal)
                 future.set_exception(exc)

@@ -1,0 +1,96 @@
+"""More than one gateway on one port (``Gateway(reuse_port=True)``: every listener bound with
+SO_REUSEPORT, as N gateway processes are), and the group committer's prepare hand-off."""
+from __future__ import annotations
+
+import smtplib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from chalicelib import errors
+from chalicelib.smtp.commit import GroupCommitter, GroupUnit
+from chalicelib.smtp.gateway import Gateway
+from tests.smtp.support import simple_mail, starttls_client
+from tests.support import free_port
+
+pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
+
+
+def _submit(port: int, tenant, subject: str) -> tuple[int, bytes]:
+    sender = f"app@{tenant.domain}"
+    with starttls_client(port) as client:
+        client.login("u", tenant.smtp_key)
+        client.mail(sender)
+        client.rcpt("user@example.com")
+        return client.data(simple_mail(sender, "user@example.com", subject))
+
+
+def test_gateways_with_reuse_port_share_every_port(stack, tenant, monkeypatch):
+    port, relay_port = free_port(), free_port()
+    monkeypatch.setenv("OUTBOUND_RELAY_PORT", str(relay_port))
+    gateways = [Gateway("127.0.0.1", port, submission_ports=[], tls_port=None, reuse_port=True)
+                for _ in range(2)]
+    try:
+        for gateway in gateways:
+            gateway.start()  # the second binds the same ports instead of failing
+        assert [g.port for g in gateways] == [port, port]
+        assert [g.relay.port for g in gateways] == [relay_port, relay_port]
+        code, reply = _submit(port, tenant, "Through either")
+        assert code == 250 and b"queued as" in reply
+        gateways[0].stop()  # the port and the relay's are still served, by the other one
+        code, reply = _submit(port, tenant, "Through the second")
+        assert code == 250 and b"queued as" in reply
+        with smtplib.SMTP("127.0.0.1", relay_port, timeout=10) as client:
+            assert client.ehlo("probe.test")[0] == 250
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+def test_without_reuse_port_a_second_gateway_cannot_bind_the_port(stack):
+    port = free_port()
+    first = Gateway("127.0.0.1", port, submission_ports=[], tls_port=None)
+    second = Gateway("127.0.0.1", port, submission_ports=[], tls_port=None)
+    first.start()
+    try:
+        with pytest.raises(OSError):
+            second.start()
+    finally:
+        second.stop()
+        first.stop()
+
+
+class _Unit(GroupUnit):
+    group = "test"
+    ran: list = []
+
+    def __init__(self, refuse: bool):
+        self.refuse = refuse
+        self.prepared_in = None
+
+    def prepare(self) -> None:
+        self.prepared_in = threading.current_thread().name
+        if self.refuse:
+            raise errors.ValidationError("refused in prepare")
+
+    @classmethod
+    def run_group(cls, db, units):
+        cls.ran.extend(units)
+        return [threading.current_thread().name for _ in units]
+
+
+def test_prepare_runs_in_the_given_executor_and_a_refusal_is_never_committed(database):
+    committer = GroupCommitter()
+    try:
+        with ThreadPoolExecutor(2, thread_name_prefix="prepare") as pool:
+            accepted, refused = _Unit(False), _Unit(True)
+            ok, bad = committer.submit(accepted, pool), committer.submit(refused, pool)
+            assert ok.result(30).startswith("smtp-commit")
+            with pytest.raises(errors.ValidationError):
+                bad.result(30)
+    finally:
+        committer.stop()
+    assert accepted.prepared_in.startswith("prepare")
+    assert refused.prepared_in.startswith("prepare")
+    assert _Unit.ran == [accepted]
