@@ -6,16 +6,18 @@ what has queued up (up to ``max_batch``) and runs it in ONE transaction with one
 
 Two kinds of unit:
 * a plain callable ``unit(db) -> result``, run one after the other;
-* a :class:`GroupUnit`: first ``prepare()`` outside any transaction (CPU-only checks such as
+* a :class:`GroupUnit`: first ``prepare()`` outside any transaction, in the prepare thread (CPU-only checks such as
   MIME parsing; a ServiceError there refuses that unit alone), then all units of the batch with
   the same ``group`` key go to one ``run_group(db, units)`` call, which does the work for all of
   them with bulk statements and returns, per unit, its result or the ServiceError refusing it
   (a refusal decided in Python after its queries succeeded, so the transaction stays usable).
 
-``submit(unit, prepare_in=executor)`` runs a GroupUnit's ``prepare()`` in that executor and
-queues the unit from there: the event loop hands a message off once and is woken once, with
-its answer, instead of also in between (each hop on a busy machine waits for a core and the
-GIL; bench_smtp's section in bench/RESULTS.md).
+A GroupUnit's ``prepare()`` runs in the committer's one prepare thread, which then queues the
+unit for the committer: the event loop hands a message off once and is woken once, with its
+answer (each hop on a busy machine waits for a core and the GIL), the batch is never held up
+by parsing, and one thread parses because parsing holds the GIL: more threads only contend
+with the loop (bench_smtp's section in bench/RESULTS.md). Both queues are SimpleQueues (C,
+no Python-level lock on the loop's side).
 
 When anything else raises (a database error) or the commit fails, the transaction is rolled
 back as a whole and every unit of the batch is run again in a transaction of its own, so each
@@ -29,7 +31,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from typing import Callable, Hashable
 
 from sqlalchemy.orm import Session
@@ -79,36 +81,45 @@ def _settle(future: Future, result: object) -> None:
 class GroupCommitter:
     def __init__(self, threads: int = 1, max_batch: int = 64):
         self.max_batch = max_batch
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # ready for a transaction
+        self._to_prepare: queue.SimpleQueue = queue.SimpleQueue()
+        self._preparer = threading.Thread(target=self._prepare_loop, name="smtp-prepare",
+                                          daemon=True)
         self._threads = [threading.Thread(target=self._loop, name=f"smtp-commit-{i}",
                                           daemon=True) for i in range(threads)]
-        for thread in self._threads:
+        for thread in [self._preparer, *self._threads]:
             thread.start()
 
-    def submit(self, unit, prepare_in: Executor | None = None) -> Future:
-        """The unit's result (or error) once committed. ``prepare_in``: run a GroupUnit's
-        ``prepare()`` in this executor first, then queue it (a refusal there settles the
-        future at once, nothing is queued)."""
+    def submit(self, unit) -> Future:
+        """The unit's result (or error) once committed; a GroupUnit is prepared first (a
+        refusal there settles the future at once and nothing is queued)."""
         future: Future = Future()
-        if prepare_in is not None and isinstance(unit, GroupUnit):
-            prepare_in.submit(self._prepare_then_queue, unit, future)
+        if isinstance(unit, GroupUnit):
+            self._to_prepare.put((unit, future))
         else:
-            self._queue.put((unit, future, False))
+            self._queue.put((unit, future))
         return future
 
-    def _prepare_then_queue(self, unit: GroupUnit, future: Future) -> None:
-        try:
-            unit.prepare()
-        except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
-            future.set_exception(exc)
-        else:
-            self._queue.put((unit, future, True))
-
     def stop(self) -> None:
+        self._to_prepare.put(None)  # first, so nothing is queued behind the committers' stop
+        self._preparer.join(timeout=10)
         for _ in self._threads:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=10)
+
+    def _prepare_loop(self) -> None:
+        while True:
+            item = self._to_prepare.get()
+            if item is None:
+                return
+            unit, future = item
+            try:
+                unit.prepare()
+            except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
+                future.set_exception(exc)
+            else:
+                self._queue.put(item)
 
     def _loop(self) -> None:
         while True:
@@ -126,25 +137,12 @@ class GroupCommitter:
                     break
                 batch.append(nxt)
             try:
-                self._run(self._prepared(batch))
+                self._run(batch)
             except BaseException as exc:  # noqa: BLE001  (never leave a client without answer)
                 log.exception("group commit failed")
-                for _, future, _ in batch:
+                for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
-
-    @staticmethod
-    def _prepared(batch: list[tuple[object, Future, bool]]) -> list[tuple[object, Future]]:
-        ready = []
-        for unit, future, prepared in batch:
-            try:
-                if isinstance(unit, GroupUnit) and not prepared:
-                    unit.prepare()
-            except Exception as exc:  # noqa: BLE001  (this unit's own refusal)
-                future.set_exception(exc)
-            else:
-                ready.append((unit, future))
-        return ready
 
     def _run(self, batch: list[tuple[object, Future]]) -> None:
         if not batch:

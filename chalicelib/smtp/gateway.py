@@ -97,11 +97,7 @@ class Gateway:
                                      self.settings.smtp_auth_failure_window_seconds,
                                      self.settings.smtp_auth_failure_delay_seconds)
         self._committer = GroupCommitter()
-        # DATA is parsed in one thread of its own: parsing is Python under the GIL, so more
-        # threads only contend with the loop (bench_smtp, A/B at load 6-11: 0.24-0.41 and
-        # 1.1-1.5 ms CPU a submission against 0.24-0.30 and 1.3-1.7 ms in the 16-thread pool).
-        self._prepare = ThreadPoolExecutor(1, thread_name_prefix="smtp-prepare")
-        self.handler = GatewayHandler(self._executor, limiter, self._committer, self._prepare)
+        self.handler = GatewayHandler(self._executor, limiter, self._committer)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._servers: list[asyncio.AbstractServer] = []
@@ -178,5 +174,4 @@ class Gateway:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._executor.shutdown(wait=False, cancel_futures=True)
-        self._prepare.shutdown(wait=False, cancel_futures=True)
         self._committer.stop()

@@ -59,9 +59,8 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 class GatewayHandler:
     def __init__(self, executor: Executor, limiter: AuthFailureLimiter,
-                 committer: GroupCommitter, prepare_executor: Executor | None = None):
+                 committer: GroupCommitter):
         self.executor = executor
-        self.prepare_executor = prepare_executor or executor
         self.limiter = limiter
         self.committer = committer
         self.routes = RouteCache()
@@ -179,12 +178,12 @@ class GatewayHandler:
                 received = self._received_header(server, session)
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
                                           dict(envelope.targets), received + raw)
-            # Parsed (a DMARC report unpacked) in the prepare thread (gateway.py), which then
+            # Parsed (a DMARC report unpacked) in the committer's prepare thread, which then
             # queues it for the committer: not in the committer thread, where it would hold
             # up every message of the batch, nor on the loop, where it held up every
             # connection (bench_smtp A/B: 35-146/s against 172-215/s through the pool). The
             # loop is woken once, with the answer.
-            return await asyncio.wrap_future(self.committer.submit(unit, self.prepare_executor))
+            return await asyncio.wrap_future(self.committer.submit(unit))
         except errors.ServiceError as exc:
             return self._refusal(exc)
         except Exception:  # noqa: BLE001  (never lose the client without an answer)

@@ -1,10 +1,9 @@
 """More than one gateway on one port (``Gateway(reuse_port=True)``: every listener bound with
-SO_REUSEPORT, as N gateway processes are), and the group committer's prepare hand-off."""
+SO_REUSEPORT, as N gateway processes are), and the group committer's prepare thread."""
 from __future__ import annotations
 
 import smtplib
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -80,17 +79,15 @@ class _Unit(GroupUnit):
         return [threading.current_thread().name for _ in units]
 
 
-def test_prepare_runs_in_the_given_executor_and_a_refusal_is_never_committed(database):
+def test_units_are_prepared_in_the_prepare_thread_and_a_refusal_is_never_committed(database):
     committer = GroupCommitter()
     try:
-        with ThreadPoolExecutor(2, thread_name_prefix="prepare") as pool:
-            accepted, refused = _Unit(False), _Unit(True)
-            ok, bad = committer.submit(accepted, pool), committer.submit(refused, pool)
-            assert ok.result(30).startswith("smtp-commit")
-            with pytest.raises(errors.ValidationError):
-                bad.result(30)
+        accepted, refused = _Unit(False), _Unit(True)
+        ok, bad = committer.submit(accepted), committer.submit(refused)
+        assert ok.result(30).startswith("smtp-commit")
+        with pytest.raises(errors.ValidationError):
+            bad.result(30)
     finally:
         committer.stop()
-    assert accepted.prepared_in.startswith("prepare")
-    assert refused.prepared_in.startswith("prepare")
+    assert accepted.prepared_in == refused.prepared_in == "smtp-prepare"  # once, not again
     assert _Unit.ran == [accepted]
