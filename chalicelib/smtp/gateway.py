@@ -79,8 +79,9 @@ class Gateway:
         """``port``: the first STARTTLS listener (0: any free port). ``submission_ports``:
         more STARTTLS listeners. ``tls_port``: the implicit-TLS listener (None: off, 0: any
         free port). Both default to the settings (SMTP_SUBMISSION_PORTS, SMTP_TLS_PORT).
-        ``reuse_port``: bind every listener (the outbound relay's too) with SO_REUSEPORT, so
-        several gateway processes serve the same ports and the kernel spreads connections."""
+        ``reuse_port``: every listener binds with SO_REUSEPORT, so several gateway processes
+        share the ports (`make run` with SMTP_PROCESSES > 1)."""
+        self.reuse_port = reuse_port
         self.settings = settings or get_settings()
         self.host = host
         self.port = port
@@ -89,7 +90,6 @@ class Gateway:
         if tls_port is FROM_SETTINGS:
             tls_port = self.settings.smtp_tls_port or None
         self.tls_port = tls_port
-        self.reuse_port = reuse_port
         self.ports: list[int] = []
         self.relay = None  # relay.OutboundRelay when OUTBOUND_RELAY_PORT is set
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="smtp-db")
@@ -119,13 +119,13 @@ class Gateway:
         loop = asyncio.get_running_loop()
         for port in [self.port, *self.extra_ports]:
             server = await loop.create_server(self._factory(context, False), self.host, port,
-                                              reuse_port=self.reuse_port)
+                                              reuse_port=self.reuse_port or None)
             self._servers.append(server)
             self.ports.append(server.sockets[0].getsockname()[1])
         if self.tls_port is not None:
             server = await loop.create_server(self._factory(context, True), self.host,
                                               self.tls_port, ssl=context,
-                                              reuse_port=self.reuse_port)
+                                              reuse_port=self.reuse_port or None)
             self._servers.append(server)
             self.tls_port = server.sockets[0].getsockname()[1]
         self.port = self.ports[0]
@@ -163,6 +163,7 @@ class Gateway:
         if self.settings.outbound_relay_port:
             from chalicelib.smtp.relay import OutboundRelay
 
+            # The relay's listener too: every process starts one on OUTBOUND_RELAY_PORT.
             self.relay = OutboundRelay(self.host, self.settings.outbound_relay_port,
                                        reuse_port=self.reuse_port).start()
 
