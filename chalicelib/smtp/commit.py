@@ -6,7 +6,7 @@ what has queued up (up to ``max_batch``) and runs it in ONE transaction with one
 
 Two kinds of unit:
 * a plain callable ``unit(db) -> result``, run one after the other;
-* a :class:`GroupUnit`: first ``prepare()`` outside any transaction, in the prepare thread (CPU-only checks such as
+* a :class:`GroupUnit`: first ``prepare()`` outside any transaction (CPU-only checks such as
   MIME parsing; a ServiceError there refuses that unit alone), then all units of the batch with
   the same ``group`` key go to one ``run_group(db, units)`` call, which does the work for all of
   them with bulk statements and returns, per unit, its result or the ServiceError refusing it
@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Callable, Hashable
 
 from sqlalchemy.orm import Session
@@ -72,10 +72,17 @@ def _run_units(db: Session, units: list) -> list[object]:
 
 
 def _settle(future: Future, result: object) -> None:
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
+    """Answer one unit. A future already cancelled (aiosmtpd cancels the handler when its
+    client disconnects, and asyncio.wrap_future cancels the future) is skipped: raising here
+    would leave the batch's other clients, whose mail is stored, without their 250 and kill
+    the prepare thread."""
+    try:
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 class GroupCommitter:
@@ -117,7 +124,7 @@ class GroupCommitter:
             try:
                 unit.prepare()
             except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
-                future.set_exception(exc)
+                _settle(future, exc)
             else:
                 self._queue.put(item)
 
@@ -142,7 +149,7 @@ class GroupCommitter:
                 log.exception("group commit failed")
                 for _, future in batch:
                     if not future.done():
-                        future.set_exception(exc)
+                        _settle(future, exc)
 
     def _run(self, batch: list[tuple[object, Future]]) -> None:
         if not batch:
@@ -162,6 +169,6 @@ class GroupCommitter:
                 with session_scope() as db:
                     result = _run_units(db, [unit])[0]
             except Exception as exc:  # noqa: BLE001  (this unit's own failure, nothing stored)
-                future.set_exception(exc)
+                _settle(future, exc)
             else:
                 _settle(future, result)

@@ -91,3 +91,60 @@ def test_units_are_prepared_in_the_prepare_thread_and_a_refusal_is_never_committ
         committer.stop()
     assert accepted.prepared_in == refused.prepared_in == "smtp-prepare"  # once, not again
     assert _Unit.ran == [accepted]
+
+
+class _Held(GroupUnit):
+    """A unit whose prepare (``prepare_gate``) or transaction (``commit_gate``) waits for the
+    test, so others queue behind it."""
+
+    group = "held"
+
+    def __init__(self, refuse: bool = False):
+        self.refuse = refuse
+        self.preparing, self.prepare_gate = threading.Event(), threading.Event()
+        self.committing, self.commit_gate = threading.Event(), threading.Event()
+
+    def prepare(self) -> None:
+        self.preparing.set()
+        assert self.prepare_gate.wait(30)
+        if self.refuse:
+            raise errors.ValidationError("refused in prepare")
+
+    @classmethod
+    def run_group(cls, db, units):
+        for unit in units:
+            unit.committing.set()
+            assert unit.commit_gate.wait(30)
+        return ["stored"] * len(units)
+
+
+def test_a_client_gone_before_its_answer_never_costs_the_others_theirs(database):
+    """aiosmtpd cancels a disconnected client's handler and so its future: answering that
+    future must neither fail the rest of its batch (their mail is stored) nor stop the
+    prepare thread."""
+    committer = GroupCommitter()
+    try:
+        # Refused in prepare, its client gone meanwhile: the prepare thread carries on.
+        refused = _Held(refuse=True)
+        gone = committer.submit(refused)
+        assert refused.preparing.wait(30)
+        assert gone.cancel()
+        refused.prepare_gate.set()
+        assert committer.submit(_Unit(False)).result(30).startswith("smtp-commit")
+
+        # A batch with a gone client in it: everyone else still gets the commit's answer.
+        blocker = _Held()
+        blocker.prepare_gate.set()
+        first = committer.submit(blocker)
+        assert blocker.committing.wait(30)  # the committer is held in this transaction
+        queued = [_Unit(False) for _ in range(3)]
+        futures = [committer.submit(unit) for unit in queued]
+        while not all(unit.prepared_in for unit in queued):  # all prepared, waiting
+            threading.Event().wait(0.01)
+        threading.Event().wait(0.1)  # and queued (prepare returned): one batch after the blocker
+        assert futures[0].cancel()
+        blocker.commit_gate.set()
+        assert first.result(30) == "stored"
+        assert all(f.result(30).startswith("smtp-commit") for f in futures[1:])
+    finally:
+        committer.stop()
