@@ -12,6 +12,13 @@ Two kinds of unit:
   them with bulk statements and returns, per unit, its result or the ServiceError refusing it
   (a refusal decided in Python after its queries succeeded, so the transaction stays usable).
 
+A GroupUnit's ``prepare()`` runs in the committer's one prepare thread, which then queues the
+unit for the committer: the event loop hands a message off once and is woken once, with its
+answer (each hop on a busy machine waits for a core and the GIL), the batch is never held up
+by parsing, and one thread parses because parsing holds the GIL: more threads only contend
+with the loop (bench_smtp's section in bench/RESULTS.md). Both queues are SimpleQueues (C,
+no Python-level lock on the loop's side).
+
 When anything else raises (a database error) or the commit fails, the transaction is rolled
 back as a whole and every unit of the batch is run again in a transaction of its own, so each
 caller gets exactly its own result or error and no client is told "250" for a message that was
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Callable, Hashable
 
 from sqlalchemy.orm import Session
@@ -65,31 +72,61 @@ def _run_units(db: Session, units: list) -> list[object]:
 
 
 def _settle(future: Future, result: object) -> None:
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
+    """Answer one unit. A future already cancelled (aiosmtpd cancels the handler when its
+    client disconnects, and asyncio.wrap_future cancels the future) is skipped: raising here
+    would leave the batch's other clients, whose mail is stored, without their 250 and kill
+    the prepare thread."""
+    try:
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 class GroupCommitter:
     def __init__(self, threads: int = 1, max_batch: int = 64):
         self.max_batch = max_batch
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # ready for a transaction
+        self._to_prepare: queue.SimpleQueue = queue.SimpleQueue()
+        self._preparer = threading.Thread(target=self._prepare_loop, name="smtp-prepare",
+                                          daemon=True)
         self._threads = [threading.Thread(target=self._loop, name=f"smtp-commit-{i}",
                                           daemon=True) for i in range(threads)]
-        for thread in self._threads:
+        for thread in [self._preparer, *self._threads]:
             thread.start()
 
     def submit(self, unit) -> Future:
+        """The unit's result (or error) once committed; a GroupUnit is prepared first (a
+        refusal there settles the future at once and nothing is queued)."""
         future: Future = Future()
-        self._queue.put((unit, future))
+        if isinstance(unit, GroupUnit):
+            self._to_prepare.put((unit, future))
+        else:
+            self._queue.put((unit, future))
         return future
 
     def stop(self) -> None:
+        self._to_prepare.put(None)  # first, so nothing is queued behind the committers' stop
+        self._preparer.join(timeout=10)
         for _ in self._threads:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=10)
+
+    def _prepare_loop(self) -> None:
+        while True:
+            item = self._to_prepare.get()
+            if item is None:
+                return
+            unit, future = item
+            try:
+                unit.prepare()
+            except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
+                _settle(future, exc)
+            else:
+                self._queue.put(item)
 
     def _loop(self) -> None:
         while True:
@@ -107,25 +144,12 @@ class GroupCommitter:
                     break
                 batch.append(nxt)
             try:
-                self._run(self._prepared(batch))
+                self._run(batch)
             except BaseException as exc:  # noqa: BLE001  (never leave a client without answer)
                 log.exception("group commit failed")
                 for _, future in batch:
                     if not future.done():
-                        future.set_exception(exc)
-
-    @staticmethod
-    def _prepared(batch: list[tuple[object, Future]]) -> list[tuple[object, Future]]:
-        ready = []
-        for unit, future in batch:
-            try:
-                if isinstance(unit, GroupUnit):
-                    unit.prepare()
-            except Exception as exc:  # noqa: BLE001  (this unit's own refusal)
-                future.set_exception(exc)
-            else:
-                ready.append((unit, future))
-        return ready
+                        _settle(future, exc)
 
     def _run(self, batch: list[tuple[object, Future]]) -> None:
         if not batch:
@@ -145,6 +169,6 @@ class GroupCommitter:
                 with session_scope() as db:
                     result = _run_units(db, [unit])[0]
             except Exception as exc:  # noqa: BLE001  (this unit's own failure, nothing stored)
-                future.set_exception(exc)
+                _settle(future, exc)
             else:
                 _settle(future, result)

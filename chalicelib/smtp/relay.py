@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
 from chalicelib import __version__
@@ -55,9 +55,12 @@ class RelayHandler:
 
 
 class OutboundRelay:
-    """The listener on ``host``:``port`` (0: any free port; ``port`` then tells which)."""
+    """The listener on ``host``:``port`` (0: any free port; ``port`` then tells which), served
+    by an event loop in a thread of its own. ``reuse_port``: bound with SO_REUSEPORT, as every
+    gateway listener is when several gateway processes share the ports (aiosmtpd's Controller
+    is not used: its start-up probe connects to the port, which another process may answer)."""
 
-    def __init__(self, host: str, port: int, workers: int = 16):
+    def __init__(self, host: str, port: int, workers: int = 16, *, reuse_port: bool = False):
         settings = get_settings()
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="smtp-relay")
         context = tls.server_context(settings)
@@ -65,28 +68,39 @@ class OutboundRelay:
         kwargs = dict(hostname=settings.smtp_hostname, tls_context=context,
                       require_starttls=False, ident=f"email-service {__version__} relay",
                       timeout=300)
-
-        class _Controller(Controller):
-            def factory(self):
-                return SMTP(self.handler, **kwargs)
-
+        self._factory = lambda: SMTP(handler, **kwargs)
         self.host = host
-        self.port = port or _free_port(host)
-        self._controller = _Controller(handler, hostname=host, port=self.port)
+        self.port = port
+        self.reuse_port = reuse_port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> "OutboundRelay":
-        self._controller.start()
+        loop = self._loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(loop.create_server(
+            self._factory, self.host, self.port, reuse_port=self.reuse_port))
+        self.port = server.sockets[0].getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, args=(server,), name="smtp-relay",
+                                        daemon=True)
+        self._thread.start()
         log.info("outbound relay listening on %s:%s", self.host, self.port)
         return self
 
+    def _serve(self, server: asyncio.AbstractServer) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            server.close()
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+
     def stop(self) -> None:
-        self._controller.stop()
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         self.executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
