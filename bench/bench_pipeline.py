@@ -36,7 +36,7 @@ The Lambda-shaped arrangement (worker processes fed SQS-like batches, the API in
 process) is ``bench/lambda_workers.py``; bench_rls.py uses it.
 
 Run: .venv/bin/python bench/bench_pipeline.py [--messages 2000] [--worker-processes default,0,2]
-     [--rounds 1]   ("default": WORKER_PROCESSES unset, what ``make run`` does)
+     [--rounds 1] [--profile PREFIX]   ("default": WORKER_PROCESSES unset, as ``make run``)
      BENCH_DATABASE_URL picks the database (its public schema is dropped and re-created; the
      default is a dedicated ``test_i16_pipeline`` database, created when missing)."""
 from __future__ import annotations
@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import signal
 import smtplib
 import sys
 import time
@@ -258,11 +259,12 @@ def ensure_database(url: str) -> None:
 
 
 def run_stack(api_tenant, counts, workers: str, n: int, tag: str, before: tuple[int, int],
-              engine) -> dict:
+              engine, profile: str = "") -> dict:
     """One timed phase under ``make run``'s process: start it (WORKER_PROCESSES=``workers``,
     unset for "default"), post ``n`` messages tagged ``tag``, wait for the MX to have them and
     the receiver their signed webhooks (``before``: what the sinks had counted already), stop
-    it. Returns the figures."""
+    it. ``profile``: py-spy records the tree over the timed part into that file (collapsed
+    stacks). Returns the figures."""
     from bench.make_run import MakeRun, describe, tree_cpu
     from tests.support import Api
 
@@ -276,12 +278,16 @@ def run_stack(api_tenant, counts, workers: str, n: int, tag: str, before: tuple[
         post_batches(api, tenant, WARM_UP, tag + "-warm-up")
         wait_count(counts, 1, before[1] + WARM_UP, 600)
         before = (before[0] + WARM_UP, before[1] + WARM_UP)
+        spy = start_profile(stack.pid, profile) if profile else None
         cpu0 = tree_cpu(stack.pid)
         started = time.perf_counter()
         post_batches(api, tenant, n, tag)
         wait_count(counts, 0, before[0] + n, 600)
         end = wait_count(counts, 1, before[1] + n, 600)
         cpu = tree_cpu(stack.pid) - cpu0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         processes = describe(stack.pid)
         time.sleep(0.5)  # the last outcome's commit follows its POST
     finally:
@@ -290,6 +296,20 @@ def run_stack(api_tenant, counts, workers: str, n: int, tag: str, before: tuple[
     check(engine, tag, n)
     return {"seconds": end - started, "cpu": cpu, "commits": c1 - c0, "wal": w1 - w0,
             "tree": processes, "counted": before}
+
+
+def start_profile(pid: int, path: str):
+    """py-spy sampling ``pid`` and its children (100 Hz) into ``path`` as collapsed stacks,
+    one file per process setting. Only samples of a thread holding its process's GIL count
+    (--gil): that is the Python CPU; a thread waiting on a socket is not."""
+    import subprocess
+
+    spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record",
+                            "--subprocesses", "--gil", "--rate", "100", "--format", "raw",
+                            "--output", path, "--pid", str(pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached before the clock starts
+    return spy
 
 
 def idle_commits(workers: str, engine) -> int:
@@ -308,6 +328,9 @@ def main() -> None:
     parser.add_argument("--worker-processes", default="default",
                         help='comma-separated WORKER_PROCESSES values; "default" leaves it unset')
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--profile", default="",
+                        help="py-spy records each stack's timed part into PREFIX-<setting>.txt "
+                        "(collapsed stacks; its sampling skews the figures of that run)")
     args = parser.parse_args()
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
@@ -352,7 +375,8 @@ def main() -> None:
                          f"{(w1 - w0) / n:.0f} |")
             for workers in settings_list:
                 tag = f"r{round_no}w{workers}"
-                got = run_stack(tenant, counts, workers, n, tag, (sent, hooks), engine)
+                got = run_stack(tenant, counts, workers, n, tag, (sent, hooks), engine,
+                                f"{args.profile}-{workers}.txt" if args.profile else "")
                 sent, hooks = got["counted"][0] + n, got["counted"][1] + n
                 trees[workers] = got["tree"]
                 rate = n / got["seconds"]
