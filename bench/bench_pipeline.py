@@ -33,7 +33,7 @@ Printed per row, each beside the reference's and as a ratio:
   server add to it).
 
 The Lambda-shaped arrangement (worker processes fed SQS-like batches, the API in the bench's
-process) is ``bench/lambda_workers.py``; bench_rls.py uses it.
+process) is ``bench/bench_pipeline_lambda.py``; bench_rls.py uses it.
 
 Run: .venv/bin/python bench/bench_pipeline.py [--messages 2000] [--worker-processes default,0,2]
      [--rounds 1] [--profile PREFIX]   ("default": WORKER_PROCESSES unset, as ``make run``)

@@ -9,8 +9,8 @@ the settings alone cost is the last figure.
    keep-alive connection): messages accepted per second;
 2. batch: POST /api/v2/server/messages/batch with 500 entries: messages accepted per second;
 3. pipeline: N messages through the batch API, delivered by 2 worker processes to a loopback
-   MX, each MessageSent webhook POSTed to a receiver (lambda_workers.py's machinery): messages
-   per second from the first POST to the last webhook;
+   MX, each MessageSent webhook POSTed to a receiver (bench_pipeline_lambda.py's machinery):
+   messages per second from the first POST to the last webhook;
 4. the settings alone: one-statement transactions of the service's role, with the settings
    pipelined in front (an engine with db/tenancy.py's events) against the same without;
 5. database time: the statements one send runs (the API key's lookup, then the send, in a
@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.bench_pipeline import prepare_world  # noqa: E402
-from bench.lambda_workers import run_workers, start_stack  # noqa: E402
+from bench.bench_pipeline_lambda import run_workers, start_stack  # noqa: E402
 from bench.common import http_post_rate  # noqa: E402
 
 DEFAULT_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/test_rls_bench"

@@ -4,7 +4,12 @@ dispatcher the Lambda handlers use, while the accepting API runs in the bench's 
 
 This is the deployed shape (API Gateway + SQS + Lambda concurrency), not what ``make run``
 starts (bench_pipeline.py measures that). bench_rls.py uses it for its pipeline arm: both of
-its arms run the same workers, so the policies' cost is the only difference."""
+its arms run the same workers, so the policies' cost is the only difference. Run alone it
+measures issue 16's figures (worker processes 1, 2, 4 against bench_pipeline.py's reference
+loop in the same round; bench/RESULTS.md "Pipeline").
+
+Run: .venv/bin/python bench/bench_pipeline_lambda.py [--messages 1000] [--workers 1,2,4]
+     [--rounds 1]   (BENCH_DATABASE_URL as bench_pipeline.py)"""
 from __future__ import annotations
 
 import os
@@ -140,3 +145,82 @@ def run_workers(ctx, api, tenant, counts, workers: int, n: int, tag: str,
         proc.join(timeout=30)
     queues.set_port(NullPort())
     return end - started, accept_cpu, worker_cpu, handled
+
+
+def main() -> None:
+    """Issue 16's measure: N messages accepted by the API in this process, delivered by 1, 2,
+    4... worker processes, against bench_pipeline.py's reference loop in the same round."""
+    import argparse
+
+    from sqlalchemy import create_engine, select
+
+    from bench.bench_pipeline import (DEFAULT_URL, check, prepare_world, reference,
+                                      settle_stats)
+    from bench.common import NullPort
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
+    assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
+    ctx, sinks, counts, stop_sinks, relay, hook_url = prepare_world(url)
+    from chalicelib import queues
+    from chalicelib.db import migrate
+
+    migrate.upgrade(url)
+    stack, api, tenant = start_stack(hook_url)
+    engine = create_engine(url)
+    lines = []
+    try:
+        from chalicelib.db.models import Domain
+        from chalicelib.services.dkim import keys as dkim_keys
+        from tests.support import all_tenants
+
+        with all_tenants() as db:
+            d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
+            domain = (d.name, d.dkim_selector, dkim_keys.private_key(d.dkim_private_key_encrypted))
+        n = args.messages
+        sent = hooks = 0
+        for round_no in range(args.rounds):
+            queues.set_port(NullPort())
+            post_batches(api, tenant, n, "ref")
+            c0, _ = settle_stats(engine)
+            cpu0 = time.process_time()
+            ref_rate = n / reference(engine, relay, hook_url, domain, n)
+            ref_cpu = time.process_time() - cpu0
+            c1, _ = settle_stats(engine)
+            sent, hooks = sent + n, hooks + n
+            lines.append(f"| reference loop | {ref_rate:.0f}/s | 1.00 | {(c1 - c0) / n:.2f} | "
+                         f"{1000 * ref_cpu / n:.2f} (whole loop) |")
+            for workers in [int(w) for w in args.workers.split(",")]:
+                tag = f"r{round_no}w{workers}"
+                c0, _ = settle_stats(engine)
+                seconds, accept_cpu, worker_cpu, _ = run_workers(ctx, api, tenant, counts,
+                                                                 workers, n, tag, (sent, hooks))
+                sent, hooks = sent + n, hooks + n
+                c1, _ = settle_stats(engine)
+                check(engine, tag, n)
+                lines.append(
+                    f"| {workers} worker process{'es' if workers > 1 else ''} | "
+                    f"{n / seconds:.0f}/s | {n / seconds / ref_rate:.2f} | {(c1 - c0) / n:.2f} | "
+                    f"{1000 * accept_cpu / n:.2f} / "
+                    f"{1000 * worker_cpu.get('deliveries', 0) / n:.2f} / "
+                    f"{1000 * worker_cpu.get('webhooks', 0) / n:.2f} |")
+    finally:
+        stack.stop()
+        stop_sinks.set()
+        for sink in sinks:
+            sink.join(timeout=10)
+        engine.dispose()
+    print(f"pipeline, Lambda-shaped workers, PostgreSQL, {args.messages} messages per phase; "
+          f"ratio = ours / reference; load average {os.getloadavg()[0]:.1f}")
+    print("| run | messages/s | ratio | commits/msg | CPU-ms/msg accept / deliver / notify |")
+    print("|---|---|---|---|---|")
+    for line in lines:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
