@@ -258,7 +258,7 @@ def ensure_database(url: str) -> None:
     admin.dispose()
 
 
-def run_stack(api_tenant, counts, workers: str, n: int, tag: str, before: tuple[int, int],
+def run_stack(tenant, counts, workers: str, n: int, tag: str, before: tuple[int, int],
               engine, profile: str = "") -> dict:
     """One timed phase under ``make run``'s process: start it (WORKER_PROCESSES=``workers``,
     unset for "default"), post ``n`` messages tagged ``tag``, wait for the MX to have them and
@@ -268,7 +268,6 @@ def run_stack(api_tenant, counts, workers: str, n: int, tag: str, before: tuple[
     from bench.make_run import MakeRun, describe, tree_cpu
     from tests.support import Api
 
-    tenant = api_tenant
     c0, w0 = settle_stats(engine)
     stack = MakeRun({"WORKER_PROCESSES": None if workers == "default" else workers}).start()
     try:
