@@ -191,6 +191,39 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
     return elapsed
 
 
+def tenant_domain(tenant) -> tuple:
+    """(domain, DKIM selector, private key PEM) of the tenant's domain, for the reference."""
+    from sqlalchemy import select
+
+    from chalicelib.db.models import Domain
+    from chalicelib.services.dkim import keys as dkim_keys
+    from tests.support import all_tenants
+
+    with all_tenants() as db:
+        d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
+        return d.name, d.dkim_selector, dkim_keys.private_key(d.dkim_private_key_encrypted)
+
+
+def measure_reference(api, tenant, engine, relay: str, hook_url: str, domain, n: int) -> dict:
+    """Accept ``n`` messages tagged 'ref' (nothing may deliver them meanwhile), then run the
+    reference loop over them: messages/s, commits/msg, CPU-ms/msg of this process, WAL
+    bytes/msg."""
+    post_batches(api, tenant, n, "ref")
+    c0, w0 = settle_stats(engine)
+    cpu0 = time.process_time()
+    seconds = reference(engine, relay, hook_url, domain, n)
+    cpu = time.process_time() - cpu0
+    c1, w1 = settle_stats(engine)
+    return {"rate": n / seconds, "commits": (c1 - c0) / n, "cpu": 1000 * cpu / n,
+            "wal": (w1 - w0) / n}
+
+
+def stop_sinks(stop, sinks) -> None:
+    stop.set()
+    for sink in sinks:
+        sink.join(timeout=10)
+
+
 def start_sinks(ctx):
     """The MX and the webhook receiver, each in a process of its own; returns (processes,
     counts, stop event, MX relay host:port, receiver URL)."""
@@ -334,10 +367,10 @@ def main() -> None:
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
     settings_list = args.worker_processes.split(",")
-    _, sinks, counts, stop_sinks, relay, hook_url = prepare_world(url)
+    _, sinks, counts, stop, relay, hook_url = prepare_world(url)
     import logging
 
-    from sqlalchemy import create_engine, select
+    from sqlalchemy import create_engine
 
     from chalicelib.db import migrate
 
@@ -347,31 +380,19 @@ def main() -> None:
     engine = create_engine(url)
     lines, trees, idle = [], {}, {}
     try:
-        from chalicelib.db.models import Domain
-        from chalicelib.services.dkim import keys as dkim_keys
-        from tests.support import all_tenants
-
         tenant = make_bench_tenant(api, hook_url)
-        with all_tenants() as db:
-            d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
-            domain = (d.name, d.dkim_selector, dkim_keys.private_key(d.dkim_private_key_encrypted))
+        domain = tenant_domain(tenant)
         n = args.messages
         for workers in settings_list:
             idle[workers] = idle_commits(workers, engine)
         sent = hooks = 0
         for round_no in range(args.rounds):
             # The reference first: no stack runs, so nothing else takes its messages.
-            post_batches(api, tenant, n, "ref")
-            c0, w0 = settle_stats(engine)
-            cpu0 = time.process_time()
-            ref_seconds = reference(engine, relay, hook_url, domain, n)
-            ref_cpu = time.process_time() - cpu0
-            c1, w1 = settle_stats(engine)
+            ref = measure_reference(api, tenant, engine, relay, hook_url, domain, n)
             sent, hooks = sent + n, hooks + n
-            ref = {"rate": n / ref_seconds, "commits": (c1 - c0) / n, "cpu": 1000 * ref_cpu / n}
             lines.append(f"| reference loop (round {round_no + 1}) | {ref['rate']:.0f}/s | 1.00 | "
                          f"{ref['commits']:.2f} | 1.00 | {ref['cpu']:.2f} | 1.00 | "
-                         f"{(w1 - w0) / n:.0f} |")
+                         f"{ref['wal']:.0f} |")
             for workers in settings_list:
                 tag = f"r{round_no}w{workers}"
                 got = run_stack(tenant, counts, workers, n, tag, (sent, hooks), engine,
@@ -390,9 +411,7 @@ def main() -> None:
                     f"{got['wal'] / n:.0f} |")
     finally:
         acceptor.stop()
-        stop_sinks.set()
-        for sink in sinks:
-            sink.join(timeout=10)
+        stop_sinks(stop, sinks)
         engine.dispose()
     print(f"pipeline under make run, PostgreSQL, {args.messages} messages per phase, "
           f"{args.rounds} round(s); ratios against the reference loop of the same round "

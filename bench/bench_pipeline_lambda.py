@@ -152,10 +152,10 @@ def main() -> None:
     4... worker processes, against bench_pipeline.py's reference loop in the same round."""
     import argparse
 
-    from sqlalchemy import create_engine, select
+    from sqlalchemy import create_engine
 
-    from bench.bench_pipeline import (DEFAULT_URL, check, prepare_world, reference,
-                                      settle_stats)
+    from bench.bench_pipeline import (DEFAULT_URL, check, measure_reference, prepare_world,
+                                      settle_stats, stop_sinks, tenant_domain)
     from bench.common import NullPort
 
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
@@ -165,7 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert url.startswith("postgresql"), "the pipeline bench measures PostgreSQL"
-    ctx, sinks, counts, stop_sinks, relay, hook_url = prepare_world(url)
+    ctx, sinks, counts, stop, relay, hook_url = prepare_world(url)
     from chalicelib import queues
     from chalicelib.db import migrate
 
@@ -174,26 +174,16 @@ def main() -> None:
     engine = create_engine(url)
     lines = []
     try:
-        from chalicelib.db.models import Domain
-        from chalicelib.services.dkim import keys as dkim_keys
-        from tests.support import all_tenants
-
-        with all_tenants() as db:
-            d = db.scalars(select(Domain).where(Domain.name == tenant.domain)).one()
-            domain = (d.name, d.dkim_selector, dkim_keys.private_key(d.dkim_private_key_encrypted))
+        domain = tenant_domain(tenant)
         n = args.messages
         sent = hooks = 0
         for round_no in range(args.rounds):
             queues.set_port(NullPort())
-            post_batches(api, tenant, n, "ref")
-            c0, _ = settle_stats(engine)
-            cpu0 = time.process_time()
-            ref_rate = n / reference(engine, relay, hook_url, domain, n)
-            ref_cpu = time.process_time() - cpu0
-            c1, _ = settle_stats(engine)
+            ref = measure_reference(api, tenant, engine, relay, hook_url, domain, n)
+            ref_rate = ref["rate"]
             sent, hooks = sent + n, hooks + n
-            lines.append(f"| reference loop | {ref_rate:.0f}/s | 1.00 | {(c1 - c0) / n:.2f} | "
-                         f"{1000 * ref_cpu / n:.2f} (whole loop) |")
+            lines.append(f"| reference loop | {ref_rate:.0f}/s | 1.00 | {ref['commits']:.2f} | "
+                         f"{ref['cpu']:.2f} (whole loop) |")
             for workers in [int(w) for w in args.workers.split(",")]:
                 tag = f"r{round_no}w{workers}"
                 c0, _ = settle_stats(engine)
@@ -210,9 +200,7 @@ def main() -> None:
                     f"{1000 * worker_cpu.get('webhooks', 0) / n:.2f} |")
     finally:
         stack.stop()
-        stop_sinks.set()
-        for sink in sinks:
-            sink.join(timeout=10)
+        stop_sinks(stop, sinks)
         engine.dispose()
     print(f"pipeline, Lambda-shaped workers, PostgreSQL, {args.messages} messages per phase; "
           f"ratio = ours / reference; load average {os.getloadavg()[0]:.1f}")

@@ -40,7 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.bench_pipeline import prepare_world  # noqa: E402
+from bench.bench_pipeline import prepare_world, stop_sinks  # noqa: E402
 from bench.bench_pipeline_lambda import run_workers, start_stack  # noqa: E402
 from bench.common import http_post_rate  # noqa: E402
 
@@ -183,7 +183,7 @@ def main() -> None:
     args = parser.parse_args()
     owner_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert owner_url.startswith("postgresql"), "row-level security is PostgreSQL's"
-    ctx, sinks, counts, stop_sinks, _, hook_url = prepare_world(owner_url)
+    ctx, sinks, counts, stop, _, hook_url = prepare_world(owner_url)
     os.environ.update(DATABASE_URL=service_url(owner_url), DATABASE_OWNER_URL=owner_url)
 
     import logging
@@ -247,9 +247,7 @@ def main() -> None:
     finally:
         switch(owner, True)
         stack.stop()
-        stop_sinks.set()
-        for sink in sinks:
-            sink.join(timeout=10)
+        stop_sinks(stop, sinks)
         owner.dispose()
     print(f"row-level security, PostgreSQL, {args.rounds} alternating rounds per arm of "
           f"{args.seconds:.0f} s (pipeline: {args.messages} messages, 2 worker processes); "
