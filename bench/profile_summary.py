@@ -14,8 +14,10 @@ import re
 _LINE = re.compile(r":\d+\)")
 _FILE = re.compile(r"\(([^()]+)\)$")
 #: How a stack's thread is named, by a frame it holds (first match wins).
-THREAD_KINDS = (("process_request_thread", "HTTP request"), ("queues.py", "queue worker"),
-                ("_sweep_loop", "sweeper"), ("aiosmtpd", "SMTP gateway"))
+THREAD_KINDS = (("process_request_thread", "HTTP request"),
+                ("workers/dispatch.py", "queue worker"),
+                ("chalicelib/queues.py", "queue scheduling"), ("_sweep_loop", "sweeper"),
+                ("aiosmtpd", "SMTP gateway"))
 
 
 def read(path: str) -> list[tuple[list[str], int]]:
@@ -25,7 +27,8 @@ def read(path: str) -> list[tuple[list[str], int]]:
         for line in fh:
             stack, _, count = line.rstrip().rpartition(" ")
             frames = stack.split(";")
-            if frames and frames[0].startswith("process "):
+            # py-spy --subprocesses names the process (and its parents) first
+            while frames and frames[0].startswith("process "):
                 frames = frames[1:]
             stacks.append(([_LINE.sub(")", f) for f in frames], int(count)))
     return stacks
