@@ -355,7 +355,8 @@ def idle_commits(workers: str, engine) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="The pipeline under make run against a "
+                                     "minimal loop, on PostgreSQL (see the module's docstring).")
     parser.add_argument("--messages", type=int, default=2000, help="messages per phase")
     parser.add_argument("--worker-processes", default="default",
                         help='comma-separated WORKER_PROCESSES values; "default" leaves it unset')
