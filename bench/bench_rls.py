@@ -9,8 +9,8 @@ the settings alone cost is the last figure.
    keep-alive connection): messages accepted per second;
 2. batch: POST /api/v2/server/messages/batch with 500 entries: messages accepted per second;
 3. pipeline: N messages through the batch API, delivered by 2 worker processes to a loopback
-   MX, each MessageSent webhook POSTed to a receiver (bench_pipeline.py's machinery): messages
-   per second from the first POST to the last webhook;
+   MX, each MessageSent webhook POSTed to a receiver (bench_pipeline_lambda.py's machinery):
+   messages per second from the first POST to the last webhook;
 4. the settings alone: one-statement transactions of the service's role, with the settings
    pipelined in front (an engine with db/tenancy.py's events) against the same without;
 5. database time: the statements one send runs (the API key's lookup, then the send, in a
@@ -40,7 +40,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.bench_pipeline import prepare_world, run_workers, start_stack  # noqa: E402
+from bench.bench_pipeline import prepare_world, stop_sinks  # noqa: E402
+from bench.bench_pipeline_lambda import run_workers, start_stack  # noqa: E402
 from bench.common import http_post_rate  # noqa: E402
 
 DEFAULT_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/test_rls_bench"
@@ -182,7 +183,7 @@ def main() -> None:
     args = parser.parse_args()
     owner_url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     assert owner_url.startswith("postgresql"), "row-level security is PostgreSQL's"
-    ctx, sinks, counts, stop_sinks, _, hook_url = prepare_world(owner_url)
+    ctx, sinks, counts, stop, _, hook_url = prepare_world(owner_url)
     os.environ.update(DATABASE_URL=service_url(owner_url), DATABASE_OWNER_URL=owner_url)
 
     import logging
@@ -246,9 +247,7 @@ def main() -> None:
     finally:
         switch(owner, True)
         stack.stop()
-        stop_sinks.set()
-        for sink in sinks:
-            sink.join(timeout=10)
+        stop_sinks(stop, sinks)
         owner.dispose()
     print(f"row-level security, PostgreSQL, {args.rounds} alternating rounds per arm of "
           f"{args.seconds:.0f} s (pipeline: {args.messages} messages, 2 worker processes); "

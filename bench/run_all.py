@@ -22,6 +22,8 @@ BENCHES = [
     ("stats", ["bench_stats.py"]),
     ("sending_controls", ["bench_sending_controls.py"]),
     ("pipeline", ["bench_pipeline.py"]),
+    ("pipeline_lambda", ["bench_pipeline_lambda.py"]),
+    ("http", ["bench_http.py"]),
     ("rls", ["bench_rls.py"]),
 ]
 
