@@ -625,8 +625,7 @@ def _fingerprint() -> tuple:
         return tuple(os.environ.get(key.env) for key in KEYS)
     if len(_env_names) != len(KEYS):
         _env_names[:] = [os.environ.encodekey(key.env) for key in KEYS]
-    get = data.get
-    return tuple(get(name) for name in _env_names)
+    return tuple(map(data.get, _env_names))  # (map: half the time of a generator)
 
 
 def get_settings() -> Settings:

@@ -359,6 +359,7 @@ class Pacer:
         self.held: tuple[int, str] | None = None  # the destination whose slot we hold
         self.current: tuple[int, str, _Limits, int] | None = None  # (pool, name, limits, throttles)
         self.pending: Admission | None = None  # the current message's, left to its marker
+        self._destinations: dict[tuple, tuple[str, Rule, _Limits]] = {}
 
     def admit(self, db, message, hosts: list[tuple[str, int]], mx: bool) -> Wait | None:
         """None: send now (a slot and a rate cell are taken). Else when it may go. ``mx``:
@@ -368,8 +369,8 @@ class Pacer:
         if hosts == [smtp.CAPTURE]:  # nothing leaves the machine: nothing to pace
             return None
         pool = message.ip_pool_id or 0
-        name, rule = destination(message.rcpt_to.rpartition("@")[2], hosts if mx else [])
-        limits = _Limits(rule)
+        name, rule, limits = self._destination(message.rcpt_to.rpartition("@")[2],
+                                               hosts if mx else [])
         if self.held is not None and self.held != (pool, name):
             self.finish(db)  # moving on: the previous destination's session is done
         slot = self.held is None
@@ -396,6 +397,16 @@ class Pacer:
                 return wait
         # Raced three times in a row (another worker changed the row each time): later.
         return _slot_wait(pool, name, limits, clock.now())
+
+    def _destination(self, domain: str, hosts: list) -> tuple[str, Rule, _Limits]:
+        """``destination`` and its limits, kept for the run (a batch's messages mostly go
+        to a few domains; working them out reads the settings three times, ~70 us)."""
+        key = (domain, tuple(hosts))
+        found = self._destinations.get(key)
+        if found is None:
+            name, rule = destination(domain, hosts)
+            found = self._destinations[key] = (name, rule, _Limits(rule))
+        return found
 
     def take_admission(self) -> Admission | None:
         """The current message's admission, for its marker's statement (once)."""
