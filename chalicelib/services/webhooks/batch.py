@@ -27,7 +27,7 @@ import logging
 import time
 from datetime import timedelta
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import bindparam, delete, insert, update
 
 from chalicelib import clock, queues
 from chalicelib.config import get_settings
@@ -102,6 +102,7 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
 
 
 _LOG_INSERT = insert(LOG).returning(LOG.c.id)
+_DELETE = delete(REQ).where(REQ.c.id.in_(bindparam("ids", expanding=True)))
 
 
 class _Writes:
@@ -131,7 +132,7 @@ class _Writes:
 
     def flush(self, conn) -> None:
         if self.deleted:
-            conn.execute(delete(REQ).where(REQ.c.id.in_(self.deleted)))
+            conn.execute(_DELETE, {"ids": self.deleted})
         for row_id, values in self.retried:
             conn.execute(update(REQ).where(REQ.c.id == row_id).values(**values))
         if self.logs:

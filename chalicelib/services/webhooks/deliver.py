@@ -12,6 +12,7 @@ connection then acts for the claimed rows' servers.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, exists, insert, or_, select, update
+from sqlalchemy import bindparam, delete, exists, insert, or_, select, update
 
 from chalicelib import clock, observability, queues
 from chalicelib.config import Settings, get_settings
@@ -250,15 +251,24 @@ def claim_batch(conn, ids: list[int], now, settings: Settings) -> list:
     locked (FOR UPDATE SKIP LOCKED), in id order; the connection then acts for their servers."""
     expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
     with tenancy.across_tenants(conn, "webhook-claim"):
-        rows = conn.execute(
-            select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
-            .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
-            .where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
-                   (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
-                   HOOK.c.enabled.is_(True))
-            .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True)).all()
+        rows = conn.execute(_claim_batch_statement(),
+                            {"ids": list(ids), "now": now, "expiry": expiry}).all()
     tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
     return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _claim_batch_statement():
+    """Built once, every value a bind parameter: constructing it (and its cache key) for
+    every batch cost more CPU than running it."""
+    now = bindparam("now", type_=REQ.c.next_attempt_at.type)
+    expiry = bindparam("expiry", type_=REQ.c.locked_at.type)
+    return (select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
+            .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+            .where(REQ.c.id.in_(bindparam("ids", expanding=True)), REQ.c.next_attempt_at <= now,
+                   (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
+                   HOOK.c.enabled.is_(True))
+            .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True))
 
 
 def _find(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:
