@@ -1,5 +1,7 @@
 """Per-destination pacing: how fast, and how many at once, every worker together delivers to
 one receiving mail system, and the backoff all of them keep after it answered "slow down".
+(Past 500 lines on purpose: each check is one statement, and the policy reads best next to
+the SQL that makes it atomic; a fifth of the file is this description.)
 
 A **destination** is what receivers throttle: the recipient domain, or a group of domains
 one provider hosts (a rule: ``google`` covers gmail.com, googlemail.com and every domain whose
