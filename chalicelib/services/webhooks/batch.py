@@ -5,7 +5,7 @@ On PostgreSQL the batch's rows are claimed with ONE ``SELECT ... FOR UPDATE SKIP
 and the attempts' outcomes (rows deleted or rescheduled, log rows) are written together at
 the end of that same transaction (``_Writes``): one commit and a few statements for the
 batch, where each row alone costs one commit and a statement. The POSTs go out one
-after another over the worker's keep-alive session per receiver (``_http_session``). A
+after another over the worker thread's keep-alive connection per receiver (``http.py``). A
 crashed worker's row locks die with its connection and nothing of the batch is recorded, so
 every row is due again (a receiver may then see a request twice, with the same
 X-Service-UUID, as after any lost answer; webhooks are at least once).
