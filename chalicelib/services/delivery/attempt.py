@@ -94,7 +94,7 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
                     message.id)
         return "claim-lost"
     except pacing.NotAdmitted:  # the session was left without DATA; nothing was written
-        return pace(db, message, worker, recorder, pacer.not_admitted(db, message), raw, size)
+        return pace(db, message, worker, recorder, pacer.not_admitted(db), raw, size)
     pacer.settle(db, outcome, admission)
     return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
                   raw, size)

@@ -415,7 +415,7 @@ class Pacer:
         pending, self.pending = self.pending, None
         return pending
 
-    def not_admitted(self, db, message) -> Wait:
+    def not_admitted(self, db) -> Wait:
         """The marker's admission did not match: when the message may go. The slot is given
         back, so the next message for the destination asks before connecting."""
         pool, name, limits, _ = self.current
