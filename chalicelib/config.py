@@ -247,8 +247,9 @@ KEYS: tuple[Key, ...] = (
          "(SQLite, or one role; on PostgreSQL the start warns when that role could bypass "
          "row-level security)."),
     _env("DATABASE_SSL", "off", _parse_ssl_mode,
-         "TLS to PostgreSQL: off; require (encrypted, certificate not checked); verify "
-         "(certificate and host name checked against DATABASE_SSL_CA or the system CAs)."),
+         "TLS to PostgreSQL: off (a plain connection: TLS is not even asked for); require "
+         "(encrypted, certificate not checked); verify (certificate and host name checked "
+         "against DATABASE_SSL_CA or the system CAs)."),
     _env("DATABASE_SSL_CA", "", str,
          "PEM CA bundle for DATABASE_SSL=verify; empty: the system CAs (RDS Proxy's "
          "certificates chain to them)."),
@@ -629,8 +630,7 @@ def _fingerprint() -> tuple:
         return tuple(os.environ.get(key.env) for key in KEYS)
     if len(_env_names) != len(KEYS):
         _env_names[:] = [os.environ.encodekey(key.env) for key in KEYS]
-    get = data.get
-    return tuple(get(name) for name in _env_names)
+    return tuple(map(data.get, _env_names))  # (map: half the time of a generator)
 
 
 def get_settings() -> Settings:

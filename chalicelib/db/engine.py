@@ -65,9 +65,11 @@ def _create_engine(url: str, autocommit: bool = False) -> Engine:
     # trip) and, unlike execution_options(isolation_level=...) on a pooled connection, has
     # nothing to reset when the connection returns to the pool.
     extra = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
+    # DATABASE_SSL=off is a plain connection: pg8000's own default (None) would instead
+    # build a CA-loading TLS context (~20 ms of CPU) and ask the server for TLS on every
+    # new connection, and use it whenever the server offers it.
     context = database_ssl_context(get_settings())
-    if context is not None:
-        extra["connect_args"] = {"ssl_context": context}
+    extra["connect_args"] = {"ssl_context": context if context is not None else False}
     # Connections are opened on demand, so a Lambda container (one request at a time) still
     # holds one or two; the gateway and the local stack run ~20 threads that query, and a
     # pool smaller than that closes its overflow connections on every return and reopens

@@ -7,7 +7,8 @@ settings that this module sets:
 * ``app.server_ids``: the servers the transaction acts for (a request with a server's API
   key or a console user's ``X-Server``; a worker's claimed rows);
 * ``app.organization_id``: an organization's management (a member on its admin routes): the
-  organization, its servers, their rows, its members and invitations;
+  organization, its servers, its members and invitations (its servers' rows through
+  ``app.server_ids``, which then lists every one of them: ``enter_organization``);
 * ``app.user_id``: the signed-in person (their account, sessions, memberships, the
   organizations they belong to);
 * ``app.scope``: ``instance_admin`` (an admin API key or an instance admin) or
@@ -32,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.orm import Session
 
 # The settings the policies read, in the order of Tenant.settings().
@@ -161,9 +162,36 @@ def for_servers(server_ids) -> Tenant:
     return Tenant("server", ids) if ids else NOBODY
 
 
-def for_organization(organization_id: int, user_id: int | None = None) -> Tenant:
-    """A member managing an organization: all of it, its servers and their rows."""
-    return Tenant("organization", organization_id=int(organization_id), user_id=user_id)
+def for_organization(organization_id: int, user_id: int | None = None,
+                     server_ids=()) -> Tenant:
+    """A member managing an organization: all of it, its servers (``server_ids``: every
+    one, which ``enter_organization`` lists) and their rows."""
+    return Tenant("organization", tuple(sorted({int(i) for i in server_ids})),
+                  organization_id=int(organization_id), user_id=user_id)
+
+
+def enter_organization(db: Session, organization_id: int, user_id: int | None = None) -> Tenant:
+    """``db`` acts for a member managing the organization: it, and its servers' rows through
+    ``app.server_ids``, which lists them (read now, as the organization sees them). A
+    server's own rows have one arm, ``tenant_server``, not a second one for the organization
+    managing it (migration 0015: that arm was most of what the policies cost a send)."""
+    act(db, for_organization(organization_id, user_id))
+    server_ids: tuple = ()
+    if db.get_bind().dialect.name == "postgresql":
+        server_ids = tuple(db.scalars(text("SELECT id FROM servers WHERE organization_id = :o"),
+                                      {"o": int(organization_id)}))
+    tenant = for_organization(organization_id, user_id, server_ids)
+    act(db, tenant)
+    return tenant
+
+
+def add_server(db: Session, server_id: int) -> None:
+    """A server made in this transaction: an organization's management acts for it too (its
+    first rows, a default stream, are written next)."""
+    tenant = current(db)
+    if tenant.scope == "organization" and int(server_id) not in tenant.server_ids:
+        act(db, for_organization(tenant.organization_id, tenant.user_id,
+                                 (*tenant.server_ids, server_id)))
 
 
 def for_user(user_id: int) -> Tenant:

@@ -132,3 +132,48 @@ def test_database_ssl_is_asked_of_the_server(monkeypatch, database):
                 conn.execute(text("SELECT 1"))
     finally:
         engine.dispose()
+
+
+def test_database_ssl_off_never_asks_the_server_for_tls(monkeypatch, database):
+    """DATABASE_SSL=off connects in the clear: pg8000 left to its default would open every
+    connection with an SSLRequest (and a CA-loading TLS context), and use TLS whenever a
+    server offers it. A recording proxy in front of PostgreSQL sees the first message."""
+    import socket
+    import struct
+    import threading
+
+    from sqlalchemy.engine import make_url
+
+    from chalicelib.db.engine import _create_engine
+
+    target = make_url(database)
+    first: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def serve():
+        client, _ = listener.accept()
+        upstream = socket.create_connection((target.host, target.port or 5432))
+        first.append(client.recv(8, socket.MSG_PEEK | socket.MSG_WAITALL))
+        threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+        pipe(upstream, client)
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("DATABASE_SSL", "off")
+    url = target.set(host="127.0.0.1", port=listener.getsockname()[1])
+    engine = _create_engine(url.render_as_string(hide_password=False))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()
+        listener.close()
+    assert first and struct.unpack("!ii", first[0])[1] != 80877103  # not an SSLRequest

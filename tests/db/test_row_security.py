@@ -155,6 +155,33 @@ def test_a_member_managing_an_organization_reads_only_it(world, api):
         assert not _ids(db, Message) & b[Message]
 
 
+def test_managing_an_organization_acts_for_each_of_its_servers_and_a_new_one(world):
+    """A member's organization management reaches its servers' rows through app.server_ids
+    (which lists them), not a second arm on every server table (migration 0015: planning
+    that arm for each table a statement reads was most of a send's cost); a server made
+    while managing is acted for at once (its default stream is written next)."""
+    from chalicelib.db.engine import get_engine
+    from chalicelib.db.models import Stream
+    from chalicelib.services.organizations import organizations
+
+    with get_engine().connect() as conn:
+        arms = set(conn.scalars(text("SELECT policyname FROM pg_policies WHERE tablename = "
+                                     "'messages'")))
+    assert "tenant_server" in arms and "by_organization" not in arms
+    a, b = world["a"], world["b"]
+    headers = {"Authorization": f"Bearer {a['owner'].token}"}
+    with session_scope() as db:
+        principal = auth.authenticate(ADMIN, Request(headers), db)
+        org = lookup.organization(db, principal, a["tenant"].org, "organization.read")
+        assert tenancy.current(db).server_ids == (a["server"],)
+        made = organizations.create_server(db, org, name=unique("made"))
+        assert tenancy.current(db).server_ids == tuple(sorted((a["server"], made.id)))
+        assert db.scalars(select(Stream.server_id).where(Stream.server_id == made.id)).all() \
+            == [made.id]
+        assert _ids(db, Message) == a[Message] and _ids(db, Server) == {a["server"], made.id}
+        db.rollback()
+
+
 def test_the_console_on_one_server_reads_only_that_server(world):
     a = world["a"]
     headers = {"Authorization": f"Bearer {a['owner'].token}",

@@ -133,11 +133,11 @@ def test_worker_killed_before_a_messages_data_mid_batch(api, tenant, mx, db, mon
     real_mark = recording.Recorder.mark_in_flight
     marks = []
 
-    def die_before_third_marker(recorder, db_, message_id, host, raw, worker_id):
+    def die_before_third_marker(recorder, db_, message_id, host, raw, worker_id, *rest):
         marks.append(message_id)
         if len(marks) == 3:
             raise WorkerDied()  # before the 3rd message's marker (and the 2nd's outcome)
-        return real_mark(recorder, db_, message_id, host, raw, worker_id)
+        return real_mark(recorder, db_, message_id, host, raw, worker_id, *rest)
 
     monkeypatch.setattr(recording.Recorder, "mark_in_flight", die_before_third_marker)
     with pytest.raises(WorkerDied):

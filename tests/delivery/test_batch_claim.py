@@ -30,9 +30,9 @@ def test_the_claim_commits_with_the_first_marker(api, tenant, mx, db, monkeypatc
     real_mark = recording.Recorder.mark_in_flight
     seen: list[list] = []
 
-    def look_then_mark(recorder, db_, message_id, host, raw, worker_id):
+    def look_then_mark(recorder, db_, message_id, host, raw, worker_id, *rest):
         seen.append(_claims(ids))
-        return real_mark(recorder, db_, message_id, host, raw, worker_id)
+        return real_mark(recorder, db_, message_id, host, raw, worker_id, *rest)
 
     monkeypatch.setattr(recording.Recorder, "mark_in_flight", look_then_mark)
     assert worker.process_batch(ids) == {i: "Sent" for i in ids}

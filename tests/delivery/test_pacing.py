@@ -24,6 +24,7 @@ from tests.delivery.test_batch import _Dropped
 from tests.delivery.test_worker import _make_due, _park
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.sending.test_sending import message
+from tests.conftest import TEST_DATABASE_URL
 from tests.support import Api, all_tenants, make_tenant, unique
 
 
@@ -308,3 +309,77 @@ def test_retention_forgets_destinations_idle_for_a_day(database):
         left = set(session.scalars(select(DeliveryDestination.destination).where(
             DeliveryDestination.destination.in_(names.values()))))
     assert left == {names["busy"], names["backing"], names["recent"]}
+
+
+def _pacing_statements(run) -> list[str]:
+    """The statements of their own that touch pacing's table while ``run()`` runs (the
+    in-flight marker's statement, which carries a held slot's admission, is not one)."""
+    from sqlalchemy import event
+
+    from chalicelib.db.engine import autocommit_engine, get_engine
+
+    seen: list[str] = []
+
+    def note(_conn, _cursor, statement, *_):
+        if "delivery_destinations" in statement and not statement.startswith("WITH admit"):
+            seen.append(statement)
+
+    engines = [get_engine(), autocommit_engine()]
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", note)
+    try:
+        run()
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", note)
+    return seen
+
+
+@pytest.mark.postgres_only
+@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"), reason="PostgreSQL only")
+def test_a_held_slots_messages_are_admitted_by_their_markers(api, tenant, by_hand, db):
+    """A batch to one destination takes its slot once and gives it back once: the messages
+    after the first are admitted in their in-flight marker's statement (no statement, no
+    commit of their own), which pacing had added to every message."""
+    mx, domain = by_hand, f"{unique('held')}.example"
+    [first] = _due(db, api, tenant, domain, 1)
+    assert worker.process(first) == "Sent"  # the destination's row exists from now on
+    ids = _due(db, api, tenant, domain, 4)
+    results: dict = {}
+    statements = _pacing_statements(lambda: results.update(worker.process_batch(ids)))
+    assert results == {i: "Sent" for i in ids}
+    assert len(statements) == 2, statements  # take the slot, give it back
+    assert len(mx.messages) == 5
+    assert _destination(domain).active == 0
+
+
+@pytest.mark.postgres_only
+@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"), reason="PostgreSQL only")
+def test_another_workers_backoff_stops_a_held_session_before_data(api, tenant, by_hand, db):
+    """A backoff that another worker's throttle reply starts while this worker holds the
+    destination's slot stops its next message at the marker: no DATA, no marker, paced with
+    the reason; the one after asks before connecting and connects to nobody."""
+    mx, domain = by_hand, f"{unique('stop')}.example"
+    ids = _due(db, api, tenant, domain, 3)
+    arrived, release = mx.hold_next_data()
+    results: dict = {}
+    busy = threading.Thread(target=lambda: results.update(worker.process_batch(ids)))
+    busy.start()
+    try:
+        assert arrived.wait(20)  # the first message is in DATA, the slot is held
+        with session_scope() as session:  # what another worker's 421 writes
+            session.execute(update(DeliveryDestination)
+                            .where(DeliveryDestination.destination == domain)
+                            .values(backoff_until=clock.now() + timedelta(seconds=60),
+                                    backoff_reason="421 4.7.0 elsewhere", throttles=1))
+    finally:
+        release.set()
+        busy.join(30)
+    assert [results[i] for i in ids] == ["Sent", "paced", "paced"]
+    assert (len(mx.messages), mx.connections) == (1, 1)
+    assert len(mx.rcpts_seen) == 2  # the second's envelope went over the open session only
+    for message_id in ids[1:]:
+        shown = message(api, tenant, message_id)
+        assert "answered a throttle reply (421 4.7.0 elsewhere)" in shown["status_details"]
+        assert (shown["status"], shown["attempts"], shown["deliveries"]) == ("Pending", 0, [])
+    assert _destination(domain).active == 0

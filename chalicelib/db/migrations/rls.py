@@ -26,8 +26,7 @@ another table:
   (``app.organization_id``);
 * ``tenant_user``: the row is the signed-in person's (``app.user_id``);
 * ``instance_admin`` / ``cross_tenant``: ``app.scope`` says so (db/tenancy.py);
-* ``by_organization``: the row belongs to one of the managed organization's servers (or, in
-  ``users``, is one of its members' accounts);
+* ``by_organization``: (``users``) one of the managed organization's members' accounts;
 * ``by_server`` / ``by_user`` (``organizations``): the organization of a server acted for /
   one the signed-in person belongs to;
 * ``by_parent``: the parent row is visible (the parent's policies decide).
@@ -131,9 +130,15 @@ def own_server(column: str = "id") -> list[tuple[str, str]]:
 
 
 def server_rows(column: str = "server_id") -> list[tuple[str, str]]:
-    """A server's rows: seen when acting for the server, or managing its organization."""
-    return own_server(column) + [
-        ("by_organization", f"{column} = ANY ({_array('tenant_organization_servers')})")]
+    """A server's rows: seen when acting for the server. Managing its organization acts for
+    every server of it (``app.server_ids``: db/tenancy.enter_organization), so there is no
+    second arm: migration 0015 dropped it, being most of what the policies cost a send."""
+    return own_server(column)
+
+
+def organization_servers(column: str = "server_id") -> list[tuple[str, str]]:
+    """The arm ``server_rows`` had until migration 0015 (its downgrade puts it back)."""
+    return [("by_organization", f"{column} = ANY ({_array('tenant_organization_servers')})")]
 
 
 def organization_rows(column: str = "organization_id") -> list[tuple[str, str]]:

@@ -77,21 +77,25 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         return pace(db, message, worker, recorder, wait, raw, size)
     policy = mta_sts.policy_for(domain) if route.to_mx else None
     in_flight: list[int] = []
+    admission = pacer.take_admission()  # on a held slot (PostgreSQL): decided at the marker
 
     def before_data(host: str) -> None:
         nonlocal raw
-        in_flight.append(recorder.mark_in_flight(db, message.id, host, raw, worker))
+        in_flight.append(recorder.mark_in_flight(db, message.id, host, raw, worker,
+                                                 admission))
         raw = None
 
     try:
         outcome = smtp.send(route.hosts, mail_from=steps.return_path(message),
                             rcpt_to=message.rcpt_to, data=data, before_data=before_data,
                             egress=path, policy=policy, relayed=route.relayed)
-    except ClaimLost:  # the session was closed without DATA; the row is the other's now
+    except ClaimLost:  # the session was left without DATA; the row is the other's now
         log.warning("message %s: claim expired before DATA; left to the worker holding it",
                     message.id)
         return "claim-lost"
-    pacer.settle(db, outcome)
+    except pacing.NotAdmitted:  # the session was left without DATA; nothing was written
+        return pace(db, message, worker, recorder, pacer.not_admitted(db), raw, size)
+    pacer.settle(db, outcome, admission)
     return record(db, message, worker, recorder, outcome, in_flight[0] if in_flight else None,
                   raw, size)
 

@@ -22,8 +22,11 @@ from typing import Any, Callable, NamedTuple
 
 from chalicelib import clock, observability, queues
 from chalicelib.db import counters
-from chalicelib.services.delivery import writes
+from chalicelib.services.delivery import pacing, writes
 from chalicelib.services.webhooks import payload as webhook_payload
+
+
+ADMITTED = "admitted"  # tag: the marker's pacing admission matched (its throttles)
 
 
 class ClaimLost(Exception):
@@ -97,16 +100,26 @@ class Recorder:
     claim_open = False
 
     def mark_in_flight(self, db, message_id: int, host: str, raw: bytes | None,
-                       worker: str) -> int:
+                       worker: str, admission: pacing.Admission | None = None) -> int:
         """The InFlight marker (with the prepared bytes, on the first attempt), committed
         before the remote server can accept the message; returns its Delivery id. Raises
-        ClaimLost when the claim is no longer ours (nothing is written then)."""
+        ClaimLost when the claim is no longer ours (nothing is written then).
+        ``admission``: the message's pacing admission, decided in the same statement
+        (PostgreSQL); raises pacing.NotAdmitted when it did not match (nothing is written
+        for the message then)."""
         params = {"i_mid": message_id, "i_host": host, "i_now": clock.now(), "i_worker": worker}
         if raw is not None:
             params["i_raw"] = raw
-        key = ("in_flight", raw is not None)
-        build = lambda: writes.in_flight_statements(raw is not None)  # noqa: E731
-        parts = [(build, "marker", False)]
+        key = ("in_flight", raw is not None, admission is not None)
+        parts = []
+        if admission is not None:
+            params.update(admission.params)
+            parts.append((lambda: [pacing.admission_cte()], ADMITTED, False))
+            build = lambda: writes.in_flight_statements(  # noqa: E731
+                raw is not None, pacing.admission_cte())
+        else:
+            build = lambda: writes.in_flight_statements(raw is not None)  # noqa: E731
+        parts.append((build, "marker", False))
         pending = self.take_pending()
         if pending is not None:  # a previous message's outcome, written in the same commit
             key = ("with_marker", key, pending.key)
@@ -115,6 +128,11 @@ class Recorder:
         tagged = writes.run(db, key, parts, params)
         if pending is not None:
             self.settle(db, pending, tagged)
+        if admission is not None:
+            if not tagged.get(ADMITTED):
+                raise pacing.NotAdmitted(f"message {message_id}: its destination may not "
+                                         "take it now")
+            admission.throttles = tagged[ADMITTED][0]
         markers = tagged.get("marker")
         if not markers:
             raise ClaimLost(f"the claim on message {message_id} expired before DATA")

@@ -14,7 +14,8 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
 """
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, bindparam, cast, insert, literal, select, union_all, update
+from sqlalchemy import (BigInteger, bindparam, cast, exists, insert, literal, select, union_all,
+                        update)
 from sqlalchemy.sql.selectable import CTE
 
 from chalicelib import statuses
@@ -46,12 +47,15 @@ def bind(name: str, column):
     return bindparam(name, type_=column.type)
 
 
-def in_flight_statements(with_raw: bool) -> list:
+def in_flight_statements(with_raw: bool, admitted: CTE | None = None) -> list:
     """The InFlight marker (and the prepared bytes), written only while the claim is still
     ours: INSERT ... SELECT FROM the message row WHERE locked_by = us. A worker that outlived
     its claim (CLAIM_TIMEOUT_SECONDS) writes nothing and does not send, so two workers never
-    both reach DATA for one message."""
+    both reach DATA for one message. ``admitted``: the message's pacing admission (PostgreSQL,
+    pacing.admission_cte), which must have matched too."""
     held = (M.c.id == bind("i_mid", M.c.id), M.c.locked_by == bind("i_worker", M.c.locked_by))
+    if admitted is not None:
+        held = (*held, exists(select(admitted.c.throttles)))
     statements = []
     if with_raw:
         statements.append(insert(R).from_select(

@@ -22,7 +22,7 @@ def organization(db: Session, principal, permalink: str, action: str) -> Organiz
         raise errors.NotFound(f"no organization {permalink!r}")
     permissions.authorize(principal, action, org.id)
     if not permissions.is_full_access(principal):
-        tenancy.act(db, tenancy.for_organization(org.id, principal.user.id))
+        tenancy.enter_organization(db, org.id, principal.user.id)
     return org
 
 

@@ -103,6 +103,7 @@ def create_server(db: Session, org: Organization, *, name: str, permalink: str |
     save_with_permalink(db, server, permalink, name,
                         lambda p: db.scalar(select(exists().where(Server.organization_id == org.id,
                                                                   Server.permalink == p))))
+    tenancy.add_server(db, server.id)  # its rows are the organization's to write
     # Every server has a default transactional stream (Postmark's "outbound").
     db.add(Stream(server_id=server.id, name="Default Transactional Stream", permalink="outbound",
                   stream_type="transactional", is_default=True))

@@ -12,22 +12,21 @@ connection then acts for the claimed rows' servers.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlsplit
 
-from sqlalchemy import delete, exists, insert, or_, select, update
+from sqlalchemy import bindparam, delete, exists, insert, or_, select, update
 
 from chalicelib import clock, observability, queues
 from chalicelib.config import Settings, get_settings
 from chalicelib.db import claims, get_engine, tenancy
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
 from chalicelib.services.security import installation_keys, keys, url_safety
+from chalicelib.services.webhooks import http
 
 log = logging.getLogger(__name__)
 
@@ -70,36 +69,11 @@ def build_headers(event: str, uuid: str, body: bytes, sign: bool,
     return headers
 
 
-_sessions = threading.local()
-MAX_SESSIONS_PER_THREAD = 32
-
-
-def _http_session(url: str):
-    """A keep-alive session per worker thread and target host (post_pinned pins a session's
-    adapter to one host name; connections are pooled per resolved IP, so a DNS change never
-    reuses a connection to an address that was not just checked)."""
-    cache = getattr(_sessions, "by_host", None)
-    if cache is None:
-        cache = _sessions.by_host = OrderedDict()
-    parts = urlsplit(url)
-    key = (parts.scheme.lower(), parts.hostname)
-    session = cache.pop(key, None)
-    if session is None:
-        import requests  # imported lazily: cold start
-
-        session = requests.Session()
-        if len(cache) >= MAX_SESSIONS_PER_THREAD:
-            cache.popitem(last=False)[1].close()
-    cache[key] = session  # most recently used last
-    return session
-
-
 def attempt(url: str, body: bytes, headers: dict[str, str],
             settings: Settings | None = None) -> Outcome:
     """POST ``body`` once. The URL is checked (and resolved) now, not only at registration:
-    DNS can change. Redirects are not followed; any 2xx is a success."""
-    import requests  # imported lazily: cold start
-
+    DNS can change; the POST connects only to the addresses checked (``http.py``). Redirects
+    are not followed; any 2xx is a success."""
     settings = settings or get_settings()  # (one read per delivery: it is not free)
     started = time.perf_counter()
 
@@ -111,46 +85,23 @@ def attempt(url: str, body: bytes, headers: dict[str, str],
     except url_safety.UnsafeURL as exc:
         return Outcome(None, False, None, f"refused: {exc}", elapsed())
     try:
-        response = url_safety.post_pinned(url, ips, data=body, headers=headers,
-                                          timeout=settings.webhooks_timeout_seconds,
-                                          session=_http_session(url), stream=True)
-        excerpt = _read_excerpt(response, started + settings.webhooks_timeout_seconds)
-    except requests.exceptions.Timeout:
-        return Outcome(None, False, None,
-                       f"timed out after {settings.webhooks_timeout_seconds:g} s", elapsed())
-    except requests.exceptions.RequestException as exc:
-        # Exception texts name the URL, never request headers, so no secret can leak here.
-        return Outcome(None, False, None, f"connection failed: {type(exc).__name__}: {exc}"[:1000],
-                       elapsed())
-    success = 200 <= response.status_code < 300
+        response = http.post(url, ips, body, headers, settings.webhooks_timeout_seconds)
+    except http.Failed as exc:
+        if exc.timeout:
+            return Outcome(None, False, None,
+                           f"timed out after {settings.webhooks_timeout_seconds:g} s", elapsed())
+        # Exception texts name the address, never request headers: no secret can leak here.
+        return Outcome(None, False, None, f"connection failed: {exc}"[:1000], elapsed())
+    excerpt = http.read_bounded(response, BODY_EXCERPT_BYTES, MAX_DRAIN_BYTES,
+                                started + settings.webhooks_timeout_seconds)
+    status = response.status
+    success = 200 <= status < 300
     error = None
     if not success:
-        error = f"HTTP {response.status_code}"
-        if 300 <= response.status_code < 400:
+        error = f"HTTP {status}"
+        if 300 <= status < 400:
             error += " (redirects are not followed)"
-    return Outcome(response.status_code, success, excerpt, error, elapsed())
-
-
-def _read_excerpt(response, deadline: float) -> str:
-    """The first 2 KB of an untrusted response body. The rest is read and discarded (so the
-    connection can be kept alive) up to MAX_DRAIN_BYTES and the attempt's deadline; past
-    either, the connection is closed instead."""
-    import requests  # imported lazily: cold start
-
-    kept = bytearray()
-    drained = 0
-    try:
-        for chunk in response.iter_content(16 * 1024):
-            if len(kept) < BODY_EXCERPT_BYTES:
-                kept += chunk[:BODY_EXCERPT_BYTES - len(kept)]
-            drained += len(chunk)
-            if drained > MAX_DRAIN_BYTES or time.perf_counter() > deadline:
-                break
-    except requests.exceptions.RequestException:
-        pass  # the status is known; a body cut short is still an answer
-    finally:
-        response.close()
-    return bytes(kept).decode("utf-8", "replace")
+    return Outcome(status, success, excerpt.decode("utf-8", "replace"), error, elapsed())
 
 
 @dataclass
@@ -250,15 +201,24 @@ def claim_batch(conn, ids: list[int], now, settings: Settings) -> list:
     locked (FOR UPDATE SKIP LOCKED), in id order; the connection then acts for their servers."""
     expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
     with tenancy.across_tenants(conn, "webhook-claim"):
-        rows = conn.execute(
-            select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
-            .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
-            .where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
-                   (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
-                   HOOK.c.enabled.is_(True))
-            .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True)).all()
+        rows = conn.execute(_claim_batch_statement(),
+                            {"ids": list(ids), "now": now, "expiry": expiry}).all()
     tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
     return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _claim_batch_statement():
+    """Built once, every value a bind parameter: constructing it (and its cache key) for
+    every batch cost more CPU than running it."""
+    now = bindparam("now", type_=REQ.c.next_attempt_at.type)
+    expiry = bindparam("expiry", type_=REQ.c.locked_at.type)
+    return (select(REQ.c.id, REQ.c.message_id, *JOB_COLUMNS, *HOOK_COLUMNS)
+            .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+            .where(REQ.c.id.in_(bindparam("ids", expanding=True)), REQ.c.next_attempt_at <= now,
+                   (REQ.c.locked_at.is_(None)) | (REQ.c.locked_at < expiry),
+                   HOOK.c.enabled.is_(True))
+            .order_by(REQ.c.id).with_for_update(of=REQ, skip_locked=True))
 
 
 def _find(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:

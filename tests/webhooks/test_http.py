@@ -1,0 +1,100 @@
+"""The webhook POST's pinned urllib3 pools (services/webhooks/http.py), against a real HTTPS
+server on loopback with certificates from a test CA: the address dialled is the one checked,
+while SNI, the certificate's name and the Host header are the URL's host; a certificate for
+another name is refused; an address that refuses the connection is skipped for the next;
+one connection serves consecutive POSTs."""
+from __future__ import annotations
+
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from chalicelib.services.webhooks import http
+from tests.tls_ca import TestCA
+
+HOST = "hooks.example.test"
+
+
+class _HTTPS:
+    """HTTPS on 127.0.0.1 answering every POST 200 with a certificate for ``names``;
+    records (SNI name, Host header, path, body) per request and counts connections."""
+
+    def __init__(self, ca: TestCA, *names: str):
+        self.seen: list[tuple] = []
+        self.connections = 0
+        self.sni: list[str | None] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                server.connections += 1
+                super().setup()
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                server.seen.append((server.sni[-1], self.headers["Host"], self.path, body))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        context = ca.server_context(*names)
+        context.sni_callback = lambda sslobj, name, _ctx: self.sni.append(name)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def ca(tmp_path, monkeypatch):
+    authority = TestCA(tmp_path)
+    monkeypatch.setattr(http, "ca_bundle", lambda: authority.bundle)
+    monkeypatch.setattr(http, "_local", threading.local())  # no pool of another test
+    return authority
+
+
+def test_pinned_https_post_names_the_host_and_keeps_the_connection(ca):
+    server = _HTTPS(ca, HOST)
+    try:
+        url = f"https://{HOST}:{server.port}/in?x=1"
+        # The first address refuses the connection (nothing listens there): the next is tried.
+        for body in (b'{"n":1}', b'{"n":2}'):
+            response = http.post(url, ["127.0.0.2", "127.0.0.1"], body,
+                                 {"Content-Type": "application/json", "Host": "evil.test"}, 5)
+            assert response.status == 200
+            assert http.read_bounded(response, 1, 1024, float("inf")) == b"o"
+        assert server.seen == [(HOST, f"{HOST}:{server.port}", "/in?x=1", b'{"n":1}'),
+                               (HOST, f"{HOST}:{server.port}", "/in?x=1", b'{"n":2}')]
+        assert server.connections == 1  # kept alive: the body was read to its end
+    finally:
+        server.stop()
+
+
+def test_a_certificate_for_another_name_is_refused(ca):
+    server = _HTTPS(ca, "other.example.test")
+    try:
+        with pytest.raises(http.Failed) as failed:
+            http.post(f"https://{HOST}:{server.port}/in", ["127.0.0.1"], b"{}", {}, 5)
+        assert not failed.value.timeout and "certificate" in str(failed.value).lower()
+        assert server.seen == []
+    finally:
+        server.stop()
+
+
+def test_no_address_answering_is_a_connection_failure(ca):
+    with pytest.raises(http.Failed) as failed:
+        http.post("http://127.0.0.1:1/in", ["127.0.0.1"], b"{}", {}, 5)
+    assert not failed.value.timeout and "NewConnectionError" in str(failed.value)
