@@ -389,6 +389,17 @@ KEYS: tuple[Key, ...] = (
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
     _env("QUEUE_BACKEND", "local", str, "'local' (in-process scheduler) or 'sqs'."),
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
+    _env("WORKER_PROCESSES", os.cpu_count() or 1, _at_least(0),
+         "Queue worker processes `make run` starts and restarts when they die (default: one "
+         "per core); 0: worker threads inside the main process, as the test suite runs them."),
+    _env("WORKER_THREADS", 4, _at_least(1),
+         "Worker threads of each worker process (of the main process with WORKER_PROCESSES=0), "
+         "each handling one batch of up to 10 wake-ups at a time."),
+    _env("HTTP_PROCESSES", 1, _at_least(1),
+         "HTTP API processes of `make run`, sharing the port (SO_REUSEPORT). See "
+         "docs/operating.md for what more processes measured."),
+    _env("SMTP_PROCESSES", 1, _at_least(1),
+         "SMTP gateway processes of `make run`, sharing its ports (SO_REUSEPORT)."),
     _env("SWEEP_INTERVAL_SECONDS", 30.0, float, "How often the local stack's sweeper looks for due rows."),
     _env("SWEEP_REWAKE_SECONDS", 900.0, float,
          "A due row the sweeper woke is woken again only after this long without being claimed "
@@ -517,6 +528,10 @@ class Settings(BaseModel):
     tracking_machine_seconds: float
     queue_backend: str
     sqs_queue_prefix: str
+    worker_processes: int
+    worker_threads: int
+    http_processes: int
+    smtp_processes: int
     sweep_interval_seconds: float
     sweep_rewake_seconds: float
     bulk_chunk_size: int

@@ -74,10 +74,14 @@ def _ports(raw: str) -> list[int]:
 
 class Gateway:
     def __init__(self, host: str, port: int, *, submission_ports=FROM_SETTINGS,
-                 tls_port=FROM_SETTINGS, settings: Settings | None = None, workers: int = 16):
+                 tls_port=FROM_SETTINGS, settings: Settings | None = None, workers: int = 16,
+                 reuse_port: bool = False):
         """``port``: the first STARTTLS listener (0: any free port). ``submission_ports``:
         more STARTTLS listeners. ``tls_port``: the implicit-TLS listener (None: off, 0: any
-        free port). Both default to the settings (SMTP_SUBMISSION_PORTS, SMTP_TLS_PORT)."""
+        free port). Both default to the settings (SMTP_SUBMISSION_PORTS, SMTP_TLS_PORT).
+        ``reuse_port``: every listener binds with SO_REUSEPORT, so several gateway processes
+        share the ports (`make run` with SMTP_PROCESSES > 1)."""
+        self.reuse_port = reuse_port
         self.settings = settings or get_settings()
         self.host = host
         self.port = port
@@ -114,12 +118,14 @@ class Gateway:
         context = tls.server_context(self.settings)
         loop = asyncio.get_running_loop()
         for port in [self.port, *self.extra_ports]:
-            server = await loop.create_server(self._factory(context, False), self.host, port)
+            server = await loop.create_server(self._factory(context, False), self.host, port,
+                                              reuse_port=self.reuse_port or None)
             self._servers.append(server)
             self.ports.append(server.sockets[0].getsockname()[1])
         if self.tls_port is not None:
             server = await loop.create_server(self._factory(context, True), self.host,
-                                              self.tls_port, ssl=context)
+                                              self.tls_port, ssl=context,
+                                              reuse_port=self.reuse_port or None)
             self._servers.append(server)
             self.tls_port = server.sockets[0].getsockname()[1]
         self.port = self.ports[0]
