@@ -31,6 +31,7 @@ FIRST_PAUSE, LONGEST_PAUSE = 0.5, 30.0
 # A child that lived this long before dying is restarted at once, its pause reset.
 STEADY_SECONDS = 10.0
 STOP_GRACE_SECONDS = 15.0
+READY_SECONDS = 60.0
 
 
 @dataclass
@@ -64,6 +65,19 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def wait_listening(host: str, port: int, timeout: float) -> bool:
+    """Until a connection to ``port`` is accepted (a child listens), at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    log.warning("nothing listens on %s:%d after %.0f s", host, port, timeout)
+    return False
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -124,6 +138,9 @@ class Supervisor:
                 self.children.append(Child(kind, index, child_env))
         for child in self.children:
             child.start()
+        # The banner follows: the addresses it prints answer by then.
+        for port in (self.http_port, self.smtp_port):
+            wait_listening(settings.host, port, READY_SECONDS)
         self.housekeeping.start()
         return self
 
