@@ -129,6 +129,7 @@ class Key:
     parse: Callable[[str], Any]
     doc: str
     spec_key: str | None = None
+    shown_default: str | None = None  # the docs' default when it depends on the machine
 
 
 def _spec(dotted: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
@@ -136,8 +137,9 @@ def _spec(dotted: str, default: Any, parse: Callable[[str], Any], doc: str) -> K
     return Key(attr, attr.upper(), default, parse, doc, dotted)
 
 
-def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
-    return Key(name.lower(), name, default, parse, doc)
+def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str,
+         shown_default: str | None = None) -> Key:
+    return Key(name.lower(), name, default, parse, doc, shown_default=shown_default)
 
 
 # The reserved names that RESERVED_DOMAINS_ALLOWED may list (services/domains/reserved.py
@@ -391,7 +393,8 @@ KEYS: tuple[Key, ...] = (
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
     _env("WORKER_PROCESSES", os.cpu_count() or 1, _at_least(0),
          "Queue worker processes `make run` starts and restarts when they die (default: one "
-         "per core); 0: worker threads inside the main process, as the test suite runs them."),
+         "per core); 0: worker threads inside the main process, as the test suite runs them.",
+         shown_default="cores"),
     _env("WORKER_THREADS", 4, _at_least(1),
          "Worker threads of each worker process (of the main process with WORKER_PROCESSES=0), "
          "each handling one batch of up to 10 wake-ups at a time."),
@@ -657,7 +660,7 @@ def markdown_table() -> str:
     """docs/configuration.md's table of every key (``python -m chalicelib.config``)."""
     lines = ["| Environment variable | Spec key | Default | Meaning |", "|---|---|---|---|"]
     for key in KEYS:
-        default = key.default if key.default != "" else "(empty)"
+        default = key.shown_default or (key.default if key.default != "" else "(empty)")
         lines.append(f"| `{key.env}` | {f'`{key.spec_key}`' if key.spec_key else ''} "
                      f"| `{default}` | {key.doc} |")
     return "\n".join(lines)
