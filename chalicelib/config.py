@@ -389,7 +389,7 @@ KEYS: tuple[Key, ...] = (
     _env("PUBLIC_URL", "", str, "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT."),
     _env("TRACKING_MACHINE_SECONDS", 5.0, float,
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
-    _env("QUEUE_BACKEND", "local", str, "'local' (in-process scheduler) or 'sqs'."),
+    _env("QUEUE_BACKEND", "local", str, "'local' (an in-memory schedule: `make run`'s processes share it) or 'sqs'."),
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
     _env("WORKER_PROCESSES", os.cpu_count() or 1, _at_least(0),
          "Queue worker processes `make run` starts and restarts when they die (default: one "
