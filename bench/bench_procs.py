@@ -6,7 +6,8 @@ Each round starts the stack on a fresh database (PostgreSQL beside BENCH_DATABAS
 SQLite file with --sqlite), makes a tenant with a webhook, and sends MESSAGES messages
 through the batch endpoint (batches of 250, two clients at once) to a loopback aiosmtpd MX;
 it times acceptance (every POST answered) and the whole run (every message at the MX and
-every MessageSent webhook received). Figures are ratios against the baseline's best round.
+every MessageSent webhook received), and the CPU seconds of the stack's processes per
+message. Figures are ratios against the baseline's best round.
 
     BENCH_DATABASE_URL=postgresql+pg8000://postgres@127.0.0.1:5432/<db> \\
         .venv/bin/python bench/bench_procs.py [--sqlite] [--messages 1000] [--rounds 2]
@@ -38,12 +39,25 @@ QUIET = {"SWEEP_INTERVAL_SECONDS": "30", "SWEEP_REWAKE_SECONDS": "900",
          "CLAIM_TIMEOUT_SECONDS": "960", "LOG_LEVEL": "WARNING"}
 
 
-def one_round(env: dict, messages: int, sqlite: bool) -> tuple[float, float]:
-    """(seconds to accept, seconds end to end)."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the living processes ``pids`` (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def one_round(env: dict, messages: int, sqlite: bool) -> tuple[float, float, float]:
+    """(seconds to accept, seconds end to end, CPU seconds of the stack's processes)."""
     with running(Path(tempfile.mkdtemp()), sqlite=sqlite, beside=bench_database_url(),
                  **QUIET, **env) as (stack, mx, receiver):
         tenant = make_tenant(stack.api)
         create_webhook(stack.api, tenant, receiver.url)
+        pids = [stack.proc.pid] + [p for started in stack.children().values() for p in started]
+        cpu = cpu_seconds(pids)
         start = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
             parts = list(pool.map(lambda _: send_batches(stack, tenant, messages // 2, 250),
@@ -53,7 +67,7 @@ def one_round(env: dict, messages: int, sqlite: bool) -> tuple[float, float]:
         wait_for(lambda: len(mx.messages) >= len(ids), 600, 0.05, message="every delivery")
         wait_for(lambda: set(ids) <= set(sent_events(receiver)), 600, 0.05,
                  message="every webhook")
-        return accepted, time.perf_counter() - start
+        return accepted, time.perf_counter() - start, cpu_seconds(pids) - cpu
 
 
 def main() -> None:
@@ -62,22 +76,27 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CONFIGS}
     for _ in range(args.rounds):
         for name, env in CONFIGS.items():
             results[name].append(one_round(env, args.messages, args.sqlite))
-    base_accept = min(a for a, _ in results[next(iter(CONFIGS))])
-    base_total = min(t for _, t in results[next(iter(CONFIGS))])
+    baseline = results[next(iter(CONFIGS))]
+    base_accept = min(r[0] for r in baseline)
+    base_total = min(r[1] for r in baseline)
+    base_cpu = min(r[2] for r in baseline)
     db = "SQLite" if args.sqlite else "PostgreSQL"
     print(f"{args.messages} messages, {db}, best of {args.rounds} (load "
           f"{os.getloadavg()[0]:.1f})")
-    print("| stack | accepted msg/s | x baseline | end to end msg/s | x baseline |")
-    print("|---|---|---|---|---|")
+    print("| stack | accepted msg/s | x baseline | end to end msg/s | x baseline "
+          "| CPU ms/msg | x baseline |")
+    print("|---|---|---|---|---|---|---|")
     for name, rounds in results.items():
-        accept = min(a for a, _ in rounds)
-        total = min(t for _, t in rounds)
+        accept = min(r[0] for r in rounds)
+        total = min(r[1] for r in rounds)
+        cpu = min(r[2] for r in rounds)
         print(f"| {name} | {args.messages / accept:.0f} | {base_accept / accept:.2f}x "
-              f"| {args.messages / total:.0f} | {base_total / total:.2f}x |")
+              f"| {args.messages / total:.0f} | {base_total / total:.2f}x "
+              f"| {1000 * cpu / args.messages:.2f} | {cpu / base_cpu:.2f}x |")
 
 
 if __name__ == "__main__":

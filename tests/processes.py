@@ -65,13 +65,15 @@ class Stack:
                  "SMTP_PORT": "0", "SMTP_TLS_PORT": "0", "LOG_LEVEL": "INFO",
                  "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true", "TIME_SCALE": "0.0001",
                  # A dead worker's claims expire soon, and the sweeper looks often.
-                 "CLAIM_TIMEOUT_SECONDS": "5", "SWEEP_INTERVAL_SECONDS": "0.5",
+                 "CLAIM_TIMEOUT_SECONDS": "10", "SWEEP_INTERVAL_SECONDS": "0.5",
                  "SWEEP_REWAKE_SECONDS": "2", **env})
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         api_line = wait_for(lambda: next((x for x in self.lines if x.startswith("HTTP API")),
                                          None), 60, message="the banner")
         self.base_url = re.search(r"http://\S+?(?=/api/v2)", api_line).group(0)
+        smtp_line = next(x for x in self.lines if x.startswith("SMTP gateway"))
+        self.smtp_port = int(smtp_line.rsplit(":", 1)[1])
         self.api = Api(self.base_url, TEST_ADMIN_KEY)
         wait_for(self._healthy, 60, 0.2, message="the HTTP API")
 
