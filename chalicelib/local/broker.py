@@ -1,6 +1,7 @@
-"""The queue `make run`'s processes share: one ``queues.Schedule`` in the supervisor, served
-over a loopback socket (multiprocessing's manager protocol, HMAC-authenticated with a key
-only the supervisor's children get), and ``BrokerPort``, the queue port of every child.
+"""The queue `make run`'s processes share: one ``queues.Schedule`` in the supervisor (with
+``Tally``, their metric counts), served over a loopback socket (multiprocessing's manager
+protocol, HMAC-authenticated with a key only the supervisor's children get), and
+``BrokerPort``, the queue port of every child.
 
 Wake-ups are only wake-ups (the rows are the truth, db/claims.py): the ones a worker took and
 then died with are lost, and the sweeper wakes their rows again once the dead worker's claims
@@ -30,15 +31,33 @@ class _Client(BaseManager):
 
 
 _Client.register("schedule")
+_Client.register("tally")
+
+
+class Tally:
+    """Every process's metric counts added up (observability.share_counters), so GET /metrics
+    in any HTTP process answers the whole stack's."""
+
+    def __init__(self):
+        self._counts: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, new: dict[str, float]) -> dict[str, float]:
+        with self._lock:
+            for name, value in new.items():
+                self._counts[name] = self._counts.get(name, 0) + value
+            return dict(self._counts)
 
 
 class Broker:
-    """Serves ``schedule`` to the children until ``stop``."""
+    """Serves ``schedule`` and ``tally`` to the children until ``stop``."""
 
-    def __init__(self, schedule: queues.Schedule, host: str = "127.0.0.1"):
+    def __init__(self, schedule: queues.Schedule, tally: Tally, host: str = "127.0.0.1"):
         self.schedule = schedule
+        self.tally = tally
         self._authkey = secrets.token_bytes(32)
         _Server.register("schedule", callable=lambda: schedule)
+        _Server.register("tally", callable=lambda: tally)
         self._server = _Server(address=(host, 0), authkey=self._authkey).get_server()
         self._thread = threading.Thread(target=self._server.serve_forever, name="queue-broker",
                                         daemon=True)
@@ -69,6 +88,7 @@ class BrokerPort:
         manager = _Client(address=(host, int(port)), authkey=bytes.fromhex(key))
         manager.connect()
         self._schedule = manager.schedule()
+        self._tally = manager.tally()
 
     def send(self, queue: str, body: dict, delay_seconds: float = 0) -> None:
         self._schedule.push_many(queue, [json.dumps(body)], [delay_seconds])
@@ -79,3 +99,7 @@ class BrokerPort:
 
     def take(self, limit: int, timeout: float) -> tuple[str, list[str]] | None:
         return self._schedule.take(limit, timeout)
+
+    def add_counts(self, new: dict[str, float]) -> dict[str, float]:
+        """observability.share_counters' exchange: adds ``new``, returns the totals."""
+        return self._tally.add(new)

@@ -54,7 +54,7 @@ def _serve_smtp(stopped: threading.Event) -> None:
 def _work(port, stopped: threading.Event) -> None:
     """WORKER_THREADS threads, each taking a batch of up to 10 due wake-ups of one queue at a
     time from the broker and handing it to the dispatcher the Lambda handlers use."""
-    from chalicelib import queues
+    from chalicelib import observability, queues
     from chalicelib.workers import dispatch
     from chalicelib.workers.registry import load_workers
 
@@ -70,6 +70,7 @@ def _work(port, stopped: threading.Event) -> None:
                 return
             if taken is not None:
                 dispatch.dispatch_batch(*taken)  # never raises
+                observability.push_counts()  # this batch's counts into the shared tally
 
     threads = [threading.Thread(target=loop, name=f"queue-worker-{n}")
                for n in range(get_settings().worker_threads)]
@@ -77,6 +78,14 @@ def _work(port, stopped: threading.Event) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def _push_counts(stopped: threading.Event) -> None:
+    """The HTTP and SMTP processes' counts into the shared tally, off their request paths."""
+    from chalicelib import observability
+
+    while not stopped.wait(0.5):
+        observability.push_counts()
 
 
 def main(argv: list[str]) -> int:
@@ -90,12 +99,16 @@ def main(argv: list[str]) -> int:
                                "%(message)s")
     for noisy in ("alembic", "mail.log"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from chalicelib import queues
+    from chalicelib import observability, queues
     from chalicelib.local.broker import BrokerPort
 
     port = BrokerPort()
     queues.set_port(port)
+    observability.share_counters(port.add_counts)
     stopped = threading.Event()
+    if argv[0] != "worker":
+        threading.Thread(target=_push_counts, args=(stopped,), name="metrics-push",
+                         daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     if argv[0] == "worker":

@@ -20,9 +20,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from chalicelib import queues
+from chalicelib import observability, queues
 from chalicelib.config import Settings
-from chalicelib.local.broker import BROKER_ENV, Broker
+from chalicelib.local.broker import BROKER_ENV, Broker, Tally
 from chalicelib.local.stack import Housekeeping, prepare
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,9 @@ class Supervisor:
             reserve_port(settings.host, settings.smtp_port)
         self._reserved = [http, smtp]
         self.http_port, self.smtp_port = http.getsockname()[1], smtp.getsockname()[1]
-        self.broker = Broker(self.schedule).start()
+        tally = Tally()
+        observability.share_counters(tally.add)  # this process's counts too (the sweeper's)
+        self.broker = Broker(self.schedule, tally).start()
         env = {**os.environ, BROKER_ENV: self.broker.address, "PORT": str(self.http_port),
                "SMTP_PORT": str(self.smtp_port)}
         if self.http_port != settings.port and not settings.public_url:
@@ -175,6 +177,7 @@ class Supervisor:
         """Supervise until ``stopped`` (a threading.Event) is set."""
         while not stopped.wait(0.2):
             self.check()
+            observability.push_counts()
 
     def stop(self) -> None:
         running = [c for c in self.children if c.process and c.process.poll() is None]
@@ -197,3 +200,4 @@ class Supervisor:
         for sock in self._reserved:
             sock.close()
         queues.set_port(None)
+        observability.share_counters(None)

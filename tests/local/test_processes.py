@@ -7,6 +7,7 @@ sweeper and workers) cannot take its rows."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import smtplib
 
@@ -67,6 +68,8 @@ def test_worker_processes_deliver_on_sqlite_too(tmp_path):
         assert set(stack.statuses().values()) == {"Sent"}
         # Several processes write the file at once: they wait for each other, none fails.
         assert not [line for line in stack.lines if "database is locked" in line]
+        # GET /metrics in either HTTP process counts what every worker sent.
+        wait_for(lambda: _sent_total(stack) >= len(ids), 30, 0.2, message="metrics")
         assert {("worker", 2), ("http", 2), ("smtp", 2)} <= set(stack.children())
         assert any(line.startswith("processes    2 HTTP API, 2 SMTP gateway and 2 worker "
                                    "processes") for line in stack.lines)
@@ -76,3 +79,8 @@ def test_worker_processes_deliver_on_sqlite_too(tmp_path):
         _stops_every_child(stack)
     assert sorted(message_ids(mx).values()) == [1] * len(ids)
 
+
+
+def _sent_total(stack) -> float:
+    text = stack.api.get("/metrics").text
+    return float(re.search(r"^email_service_sent_total (\S+)$", text, re.MULTILINE).group(1))
