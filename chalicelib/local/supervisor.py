@@ -193,11 +193,11 @@ class Supervisor:
                 child.process.kill()
                 child.process.wait()
         self.housekeeping.stop()
-        if self.local_port is not None:
+        if self.local_port is not None:  # started: the process-wide ports are ours to reset
             self.local_port.stop()
+            queues.set_port(None)
+            observability.share_counters(None)
         if self.broker is not None:
             self.broker.stop()
         for sock in self._reserved:
             sock.close()
-        queues.set_port(None)
-        observability.share_counters(None)

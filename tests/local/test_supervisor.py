@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import os
 
+from chalicelib import queues
 from chalicelib.config import get_settings
 from chalicelib.local.supervisor import FIRST_PAUSE, Child, Supervisor, describe_exit
 from tests.support import wait_for
 
 
 def test_a_child_dying_at_start_is_restarted_after_growing_pauses(caplog):
+    port = queues.get_port()
     supervisor = Supervisor(get_settings())
     # Not a kind child.py knows: it prints its usage and exits with 2, every time.
     child = Child("no-such-kind", 1, dict(os.environ))
@@ -27,6 +29,8 @@ def test_a_child_dying_at_start_is_restarted_after_growing_pauses(caplog):
 
         wait_for(three_deaths, 60, 0.02, message="three restarts")
     supervisor.stop()
+    # Never started, it leaves this process's queue port alone (the suite's stack uses it).
+    assert queues.get_port() is port
     assert pauses == [FIRST_PAUSE, FIRST_PAUSE * 2, FIRST_PAUSE * 4]
     assert child.history == [2, 2, 2]
     assert "no-such-kind 1 (pid" in caplog.text and "exited with code 2" in caplog.text
