@@ -399,8 +399,8 @@ KEYS: tuple[Key, ...] = (
          "Worker threads of each worker process (of the main process with WORKER_PROCESSES=0), "
          "each handling one batch of up to 10 wake-ups at a time."),
     _env("HTTP_PROCESSES", 1, _at_least(1),
-         "HTTP API processes of `make run`, sharing the port (SO_REUSEPORT). See "
-         "docs/operating.md for what more processes measured."),
+         "HTTP API processes of `make run`, sharing the port (SO_REUSEPORT); a second "
+         "one did not help on 2 cores (bench/RESULTS.md, make run's processes)."),
     _env("SMTP_PROCESSES", 1, _at_least(1),
          "SMTP gateway processes of `make run`, sharing its ports (SO_REUSEPORT)."),
     _env("SWEEP_INTERVAL_SECONDS", 30.0, float, "How often the local stack's sweeper looks for due rows."),
