@@ -133,6 +133,7 @@ class Key:
     parse: Callable[[str], Any]
     doc: str
     spec_key: str | None = None
+    shown_default: str | None = None  # the docs' default when it depends on the machine
 
 
 def _spec(dotted: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
@@ -140,8 +141,9 @@ def _spec(dotted: str, default: Any, parse: Callable[[str], Any], doc: str) -> K
     return Key(attr, attr.upper(), default, parse, doc, dotted)
 
 
-def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str) -> Key:
-    return Key(name.lower(), name, default, parse, doc)
+def _env(name: str, default: Any, parse: Callable[[str], Any], doc: str,
+         shown_default: str | None = None) -> Key:
+    return Key(name.lower(), name, default, parse, doc, shown_default=shown_default)
 
 
 # The reserved names that RESERVED_DOMAINS_ALLOWED may list (services/domains/reserved.py
@@ -392,8 +394,20 @@ KEYS: tuple[Key, ...] = (
     _env("PUBLIC_URL", "", str, "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT."),
     _env("TRACKING_MACHINE_SECONDS", 5.0, float,
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
-    _env("QUEUE_BACKEND", "local", str, "'local' (in-process scheduler) or 'sqs'."),
+    _env("QUEUE_BACKEND", "local", str, "'local' (an in-memory schedule: `make run`'s processes share it) or 'sqs'."),
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
+    _env("WORKER_PROCESSES", os.cpu_count() or 1, _at_least(0),
+         "Queue worker processes `make run` starts and restarts when they die (default: one "
+         "per core); 0: worker threads inside the main process, as the test suite runs them.",
+         shown_default="cores"),
+    _env("WORKER_THREADS", 4, _at_least(1),
+         "Worker threads of each worker process (of the main process with WORKER_PROCESSES=0), "
+         "each handling one batch of up to 10 wake-ups at a time."),
+    _env("HTTP_PROCESSES", 1, _at_least(1),
+         "HTTP API processes of `make run`, sharing the port (SO_REUSEPORT); a second "
+         "one did not help on 2 cores (bench/RESULTS.md, make run's processes)."),
+    _env("SMTP_PROCESSES", 1, _at_least(1),
+         "SMTP gateway processes of `make run`, sharing its ports (SO_REUSEPORT)."),
     _env("SWEEP_INTERVAL_SECONDS", 30.0, float, "How often the local stack's sweeper looks for due rows."),
     _env("SWEEP_REWAKE_SECONDS", 900.0, float,
          "A due row the sweeper woke is woken again only after this long without being claimed "
@@ -522,6 +536,10 @@ class Settings(BaseModel):
     tracking_machine_seconds: float
     queue_backend: str
     sqs_queue_prefix: str
+    worker_processes: int
+    worker_threads: int
+    http_processes: int
+    smtp_processes: int
     sweep_interval_seconds: float
     sweep_rewake_seconds: float
     bulk_chunk_size: int
@@ -646,7 +664,7 @@ def markdown_table() -> str:
     """docs/configuration.md's table of every key (``python -m chalicelib.config``)."""
     lines = ["| Environment variable | Spec key | Default | Meaning |", "|---|---|---|---|"]
     for key in KEYS:
-        default = key.default if key.default != "" else "(empty)"
+        default = key.shown_default or (key.default if key.default != "" else "(empty)")
         lines.append(f"| `{key.env}` | {f'`{key.spec_key}`' if key.spec_key else ''} "
                      f"| `{default}` | {key.doc} |")
     return "\n".join(lines)

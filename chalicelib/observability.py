@@ -14,7 +14,8 @@ Metrics. ``count("sent")`` adds to a counter (COUNTERS names them). ``METRICS_BA
 embedded-metric-format line per Lambda invocation (``middleware``) or per SMTP session
 (``flush``), namespace EmailService, dimension service. ``prometheus`` (local): in-process
 counters served by GET /metrics in the Prometheus text format, with the queue lag read from
-the database at scrape time. ``off``: neither.
+the database at scrape time; `make run`'s processes add theirs to one tally in the supervisor
+(``share_counters``), so any HTTP process serves every process's counts. ``off``: neither.
 
 Traces. ``TRACING=true`` (the deployed stages, with X-Ray active tracing on the functions):
 Powertools' Tracer records one subsegment per queue-worker or schedule invocation with its
@@ -82,6 +83,8 @@ _logger = None
 _handler: logging.StreamHandler | None = None
 _format: tuple | None = None
 _counts: dict[str, float] = {}
+# `make run`'s processes: adds this process's new counts to the shared tally, returns its totals.
+_share: Callable[[dict[str, float]], dict[str, float]] | None = None
 _emf = None               # Powertools Metrics, built on first use with METRICS_BACKEND=emf
 _emf_pending = False
 _tracer = None
@@ -242,6 +245,31 @@ def flush() -> None:
             _emf.flush_metrics()
 
 
+def push_counts() -> None:
+    """With a shared tally: add the counts this process made since to it (a worker after
+    each batch; the other processes every half second)."""
+    if _share is not None and _counts:
+        _exchange()
+
+
+def share_counters(exchange: Callable[[dict[str, float]], dict[str, float]] | None) -> None:
+    """Several processes (`make run`): ``exchange(new_counts)`` adds this process's counts
+    made since its last call to a tally they share and returns the tally's totals."""
+    global _share
+    with _lock:
+        _share = exchange
+
+
+def _exchange() -> dict[str, float]:
+    global _counts
+    with _lock:
+        new, _counts = _counts, {}
+    try:
+        return _share(new)
+    except Exception:  # noqa: BLE001  (the supervisor is gone: this process stops soon)
+        return new
+
+
 def gauge_queue_lag(lags: dict[str, float]) -> None:
     """Queue lag per queue in seconds (the sweeper's measurement), as EMF with a queue
     dimension. Locally GET /metrics reads the lag itself when scraped."""
@@ -258,6 +286,9 @@ def gauge_queue_lag(lags: dict[str, float]) -> None:
 
 
 def counters() -> dict[str, float]:
+    if _share is not None:
+        totals = _exchange()
+        return {name: totals.get(name, 0) for name in COUNTERS}
     with _lock:
         return {name: _counts.get(name, 0) for name in COUNTERS}
 

@@ -4,8 +4,9 @@ A queue message says "look at row N" (``{"id": N}``). Two adapters:
 
 * ``SqsPort`` (QUEUE_BACKEND=sqs): boto3; SQS delays stop at 900 s, so a longer delay is sent
   as 900 s and the consumer, waking early, re-enqueues itself for the rest.
-* ``LocalPort`` (default): an in-process scheduler thread plus worker threads, used by
-  ``make run`` and the tests.
+* ``LocalPort`` (default): an in-process ``Schedule`` plus worker threads, used by the tests
+  and by ``make run`` with WORKER_PROCESSES=0 (worker processes share a ``Schedule`` through
+  local/broker.py).
 
 Queue names are logical ("deliveries", "webhooks", "inbound"); SQS names add SQS_QUEUE_PREFIX.
 """
@@ -77,17 +78,75 @@ class SqsPort:
                           len(answer["Failed"]), queue)
 
 
-class LocalPort:
-    """Delayed messages in a heap; due ones are handed to a thread pool running the same
-    per-record dispatcher that the Lambda handlers use."""
+class Schedule:
+    """Wake-ups by due time (a heap), handed out a batch of one queue at a time. Thread-safe;
+    the in-process ``LocalPort`` consumes one, and `make run`'s broker (local/broker.py)
+    shares one with worker processes."""
 
-    BATCH_SIZE = 10  # SQS's batch size for a Lambda (app.py)
-
-    def __init__(self, workers: int = 4):
-        self._batch_handler = None
+    def __init__(self):
         self._heap: list[tuple[float, int, str, str]] = []
         self._counter = itertools.count()
         self._cv = threading.Condition()
+
+    def push_many(self, queue: str, bodies: list[str], delays: list[float] | None = None) -> None:
+        now = time.monotonic()
+        with self._cv:
+            for index, body in enumerate(bodies):
+                delay = max(0.0, delays[index]) if delays else 0.0
+                heapq.heappush(self._heap, (now + delay, next(self._counter), queue, body))
+            self._cv.notify(len(bodies))
+
+    def pending(self) -> int:
+        with self._cv:
+            return len(self._heap)
+
+    def wake_all(self) -> None:
+        """Wakes every ``take`` waiting, so it can see that its caller stops."""
+        with self._cv:
+            self._cv.notify_all()
+
+    def take(self, limit: int, timeout: float,
+             stopping: Callable[[], bool] = lambda: False) -> tuple[str, list[str]] | None:
+        """The first due wake-up and up to ``limit - 1`` more due ones of its queue, in time
+        order; None after ``timeout`` seconds without one, or once ``stopping()``."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not stopping():
+                now = time.monotonic()
+                if self._heap and self._heap[0][0] <= now:
+                    _, _, queue, body = heapq.heappop(self._heap)
+                    return queue, [body] + self._take_due(queue, limit - 1)
+                if now >= deadline:
+                    return None
+                wait = deadline - now
+                if self._heap:
+                    wait = min(wait, self._heap[0][0] - now)
+                self._cv.wait(wait)
+        return None
+
+    def _take_due(self, queue: str, limit: int) -> list[str]:
+        """Up to ``limit`` more due wake-ups of ``queue``, in time order (caller holds _cv)."""
+        if limit <= 0:
+            return []
+        now = time.monotonic()
+        due = sorted(entry for entry in self._heap if entry[0] <= now and entry[2] == queue)
+        taken = due[:limit]
+        if taken:
+            chosen = {entry[1] for entry in taken}
+            self._heap = [entry for entry in self._heap if entry[1] not in chosen]
+            heapq.heapify(self._heap)
+        return [entry[3] for entry in taken]
+
+
+class LocalPort:
+    """Delayed messages in a ``Schedule``; due ones are handed to a thread pool running the
+    same per-record dispatcher that the Lambda handlers use."""
+
+    BATCH_SIZE = 10  # SQS's batch size for a Lambda (app.py)
+
+    def __init__(self, workers: int = 4, schedule: Schedule | None = None):
+        self._batch_handler = None
+        self.schedule = schedule or Schedule()
         self._handler: Callable[[str, str], None] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
@@ -95,14 +154,14 @@ class LocalPort:
         self._workers = workers
 
     def send(self, queue: str, body: dict, delay_seconds: float = 0) -> None:
-        with self._cv:
-            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay_seconds),
-                                        next(self._counter), queue, json.dumps(body)))
-            self._cv.notify()
+        self.schedule.push_many(queue, [json.dumps(body)], [delay_seconds])
+
+    def send_many(self, queue: str, bodies: list[dict],
+                  delays: list[float] | None = None) -> None:
+        self.schedule.push_many(queue, [json.dumps(body) for body in bodies], delays)
 
     def pending(self) -> int:
-        with self._cv:
-            return len(self._heap)
+        return self.schedule.pending()
 
     def start(self, handler: Callable[[str, str], None],
               batch_handler: Callable[[str, list[str]], object] | None = None) -> None:
@@ -119,9 +178,8 @@ class LocalPort:
         self._thread.start()
 
     def stop(self) -> None:
-        with self._cv:
-            self._stopping = True
-            self._cv.notify_all()
+        self._stopping = True
+        self.schedule.wake_all()
         if self._thread:
             self._thread.join(timeout=5)
         if self._pool:
@@ -129,37 +187,21 @@ class LocalPort:
         self._thread = self._pool = None
 
     def _run(self) -> None:
+        limit = self.BATCH_SIZE if self._batch_handler is not None else 1
+        stopping = lambda: self._stopping  # noqa: E731
         while True:
             # Take work only when a worker thread is free: meanwhile wake-ups pile up in the
-            # heap and the next free worker takes a whole batch of them.
+            # schedule and the next free worker takes a whole batch of them.
             while not self._free.acquire(timeout=0.1):
                 if self._stopping:
                     return
-            with self._cv:
-                while not self._stopping:
-                    if self._heap and self._heap[0][0] <= time.monotonic():
-                        break
-                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
-                    self._cv.wait(timeout)
-                if self._stopping:
-                    self._free.release()
-                    return
-                _, _, queue, body = heapq.heappop(self._heap)
-                bodies = [body]
-                if self._batch_handler is not None:
-                    bodies += self._take_due(queue, self.BATCH_SIZE - 1)
-            self._pool.submit(self._safe_handle, queue, bodies)
-
-    def _take_due(self, queue: str, limit: int) -> list[str]:
-        """Up to ``limit`` more due wake-ups of ``queue``, in time order (caller holds _cv)."""
-        now = time.monotonic()
-        due = sorted(entry for entry in self._heap if entry[0] <= now and entry[2] == queue)
-        taken = due[:limit]
-        if taken:
-            chosen = {entry[1] for entry in taken}
-            self._heap = [entry for entry in self._heap if entry[1] not in chosen]
-            heapq.heapify(self._heap)
-        return [entry[3] for entry in taken]
+            taken = None
+            while taken is None and not self._stopping:
+                taken = self.schedule.take(limit, 1.0, stopping)
+            if taken is None:
+                self._free.release()
+                return
+            self._pool.submit(self._safe_handle, *taken)
 
     def _safe_handle(self, queue: str, bodies: list[str]) -> None:
         try:

@@ -17,7 +17,7 @@ TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or f"sqlite:///{_tmp}/te
 TEST_ADMIN_KEY = "test-admin-key-0123456789abcdef"
 
 
-def _app_database_url(url: str) -> str:
+def app_database_url(url: str) -> str:
     """The service's role: named after the database, since roles are shared by every
     database of the cluster (other suites' databases included)."""
     from sqlalchemy.engine import make_url
@@ -29,7 +29,7 @@ def _app_database_url(url: str) -> str:
         .render_as_string(hide_password=False)
 
 
-APP_DATABASE_URL = _app_database_url(TEST_DATABASE_URL)
+APP_DATABASE_URL = app_database_url(TEST_DATABASE_URL)
 
 # Settings are read lazily, so setting the environment before the first get_settings() is enough.
 os.environ.update({

@@ -50,12 +50,29 @@ def main() -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("alembic", "mail.log"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    sys.path.insert(0, ".")
-    from app import app  # noqa: E402  (the Chalice app at the repository root)
-    from chalicelib.local.stack import LocalStack
     from chalicelib.services.security.keys import startup_warnings
 
-    stack = LocalStack(app).start()
+    if settings.worker_processes == 0 and settings.http_processes == 1 and \
+            settings.smtp_processes == 1:
+        sys.path.insert(0, ".")
+        from app import app  # noqa: E402  (the Chalice app at the repository root)
+        from chalicelib.local.stack import LocalStack
+
+        stack = LocalStack(app, workers=settings.worker_threads).start()
+        processes = (f"one process: HTTP API, SMTP gateway, {settings.worker_threads} worker "
+                     "threads and the sweeper (WORKER_PROCESSES=0)")
+    else:
+        from chalicelib.local.supervisor import Supervisor
+
+        stack = Supervisor(settings).start()
+        counts = stack.counts()
+        workers = f"{counts['worker']} worker processes ({settings.worker_threads} threads " \
+            "each)" if counts.get("worker") else \
+            f"{settings.worker_threads} worker threads in this process"
+        processes = (f"{counts.get('http', 0)} HTTP API, {counts.get('smtp', 0)} SMTP gateway "
+                     f"and {workers} (HTTP_PROCESSES, SMTP_PROCESSES, WORKER_PROCESSES, "
+                     "WORKER_THREADS), supervised: a dead one is restarted; the shared queue "
+                     "and the sweeper run in this process")
     print(f"console      {stack.base_url}/  (open it in a browser; the first visit offers to "
           "create the instance admin)", flush=True)
     # Addresses that answer a GET as printed (there is no /api/v2/health: the spec's liveness
@@ -64,7 +81,9 @@ def main() -> int:
           f", liveness: {stack.base_url}/health)", flush=True)
     print(f"SMTP gateway {settings.host}:{stack.smtp_port}", flush=True)
     print(f"database     {_database(settings)}", flush=True)
-    print("queue        in-process workers and sweeper; Ctrl-C stops everything", flush=True)
+    print(f"processes    {processes}", flush=True)
+    print("queue        wake-ups in memory (the rows are the truth: the sweeper re-wakes what "
+          "a stop or a killed worker lost); Ctrl-C stops everything", flush=True)
     print(f"outgoing     {_outgoing(settings)}", flush=True)
     if settings.metrics_backend == "prometheus":
         print(f"metrics      {stack.base_url}/metrics (Prometheus text)", flush=True)
@@ -77,7 +96,10 @@ def main() -> int:
     stopped = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    stopped.wait()
+    if hasattr(stack, "run"):
+        stack.run(stopped)  # supervises the children until stopped
+    else:
+        stopped.wait()
     print("stopping…", flush=True)
     stack.stop()
     return 0

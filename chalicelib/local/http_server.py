@@ -107,15 +107,23 @@ class BurstTolerantServer(ThreadedHTTPServer):
     block_on_close = False
 
 
+class SharedPortServer(BurstTolerantServer):
+    """Binds with SO_REUSEPORT: several HTTP processes of `make run` share the port (the
+    kernel spreads new connections over them)."""
+
+    allow_reuse_port = True
+
+
 class HttpServer:
-    def __init__(self, app, host: str, port: int):
+    def __init__(self, app, host: str, port: int, *, reuse_port: bool = False):
         config = Config(chalice_stage="dev", user_provided_params={}, config_from_disk={})
         if not isinstance(app, LocalChalice):
             # As `chalice local` does: make current_request thread-local for a threaded server.
             CustomLocalChalice.__bases__ = (LocalChalice, app.__class__)
             app.__class__ = CustomLocalChalice
         self._server = LocalDevServer(app, config, host, port, handler_cls=RequestHandler,
-                                      server_cls=BurstTolerantServer)
+                                      server_cls=SharedPortServer if reuse_port
+                                      else BurstTolerantServer)
         self.port = self._server.server.server_address[1]
         self._thread = threading.Thread(target=self._server.server.serve_forever,
                                         name="http-server", daemon=True)

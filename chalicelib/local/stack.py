@@ -1,5 +1,6 @@
-"""Start and stop the whole local stack in one process: migrations, the seeded admin key,
-the installation key, the HTTP API, the SMTP gateway, queue workers and the sweeper."""
+"""Start and stop the local stack in one process: migrations, the seeded admin key, the
+installation key, the HTTP API, the SMTP gateway, queue workers and the sweeper. `make run`
+with several processes uses ``prepare`` and ``Housekeeping`` from here (local/supervisor.py)."""
 from __future__ import annotations
 
 import logging
@@ -40,49 +41,24 @@ def prepare(settings: Settings) -> list[str]:
     return notes
 
 
-class LocalStack:
-    def __init__(self, app, *, http_port: int | None = None, smtp_port: int | None = None,
-                 workers: int = 4, sweep_interval: float | None = None):
-        settings = get_settings()
+class Housekeeping:
+    """The sweeper (with retention) and the periodic domain checks, in threads: ONE per
+    stack, whatever the number of processes (`make run`'s supervisor runs them)."""
+
+    def __init__(self, settings: Settings, sweep_interval: float | None = None):
         self.settings = settings
-        self.app = app
-        self.http_port = settings.port if http_port is None else http_port
-        self.smtp_port = settings.smtp_port if smtp_port is None else smtp_port
-        self.port = queues.LocalPort(workers)
         self.sweep_interval = settings.sweep_interval_seconds if sweep_interval is None \
             else sweep_interval
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         self._checker: threading.Thread | None = None
-        self.http: HttpServer | None = None
-        self.gateway: Gateway | None = None
-        self.notes: list[str] = []
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.settings.host}:{self.http_port}"
-
-    def start(self) -> "LocalStack":
-        self.notes = prepare(self.settings)
-        load_workers()
-        queues.set_port(self.port)
-        self.port.start(dispatch.dispatch, dispatch.dispatch_batch)
-        self.http = HttpServer(self.app, self.settings.host, self.http_port)
-        self.http_port = self.http.port
-        if self.http_port != self.settings.port and not self.settings.public_url:
-            # Bound to another port than PORT (port 0 in tests): links for people and
-            # tracking must name the address really listening, not PORT's.
-            os.environ["PUBLIC_URL"] = self.base_url
-        self.http.start()
-        self.gateway = Gateway(self.settings.host, self.smtp_port)
-        self.gateway.start()
-        self.smtp_port = self.gateway.port
+    def start(self) -> None:
         self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)
         self._sweeper.start()
         self._checker = threading.Thread(target=self._domain_check_loop, name="domain-checks",
                                          daemon=True)
         self._checker.start()
-        return self
 
     def _domain_check_loop(self) -> None:
         # The periodic DNS re-check of verified domains and sending addresses (AWS: an hourly
@@ -110,11 +86,58 @@ class LocalStack:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._sweeper:
+            self._sweeper.join(timeout=5)
+
+
+class LocalStack:
+    """Everything in this process (the test suite; `make run` with WORKER_PROCESSES=0 and one
+    HTTP and one SMTP process)."""
+
+    def __init__(self, app, *, http_port: int | None = None, smtp_port: int | None = None,
+                 workers: int = 4, sweep_interval: float | None = None):
+        settings = get_settings()
+        self.settings = settings
+        self.app = app
+        self.http_port = settings.port if http_port is None else http_port
+        self.smtp_port = settings.smtp_port if smtp_port is None else smtp_port
+        self.port = queues.LocalPort(workers)
+        self.housekeeping = Housekeeping(settings, sweep_interval)
+        self.http: HttpServer | None = None
+        self.gateway: Gateway | None = None
+        self.notes: list[str] = []
+
+    @property
+    def sweep_interval(self) -> float:
+        return self.housekeeping.sweep_interval
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.host}:{self.http_port}"
+
+    def start(self) -> "LocalStack":
+        self.notes = prepare(self.settings)
+        load_workers()
+        queues.set_port(self.port)
+        self.port.start(dispatch.dispatch, dispatch.dispatch_batch)
+        self.http = HttpServer(self.app, self.settings.host, self.http_port)
+        self.http_port = self.http.port
+        if self.http_port != self.settings.port and not self.settings.public_url:
+            # Bound to another port than PORT (port 0 in tests): links for people and
+            # tracking must name the address really listening, not PORT's.
+            os.environ["PUBLIC_URL"] = self.base_url
+        self.http.start()
+        self.gateway = Gateway(self.settings.host, self.smtp_port)
+        self.gateway.start()
+        self.smtp_port = self.gateway.port
+        self.housekeeping.start()
+        return self
+
+    def stop(self) -> None:
+        self.housekeeping.stop()
         if self.gateway:
             self.gateway.stop()
         if self.http:
             self.http.stop()
         self.port.stop()
-        if self._sweeper:
-            self._sweeper.join(timeout=5)
         queues.set_port(None)
