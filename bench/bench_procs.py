@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import bench_database_url  # noqa: E402
+from bench.make_run import tree_cpu  # noqa: E402
 from tests.processes import running, send_batches, sent_events  # noqa: E402
 from tests.support import make_tenant, wait_for  # noqa: E402
 from tests.webhooks.helpers import create_webhook  # noqa: E402
@@ -39,34 +40,13 @@ QUIET = {"SWEEP_INTERVAL_SECONDS": "30", "SWEEP_REWAKE_SECONDS": "900",
          "CLAIM_TIMEOUT_SECONDS": "960", "LOG_LEVEL": "WARNING"}
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of the living processes ``pids`` (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
-def child_pids(pid: int) -> list[int]:
-    """The supervisor's children (Linux /proc), whatever the log level."""
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as children:
-            found += [int(p) for p in children.read().split()]
-    return found
-
-
 def one_round(env: dict, messages: int, sqlite: bool) -> tuple[float, float, float]:
     """(seconds to accept, seconds end to end, CPU seconds of the stack's processes)."""
     with running(Path(tempfile.mkdtemp()), sqlite=sqlite, beside=bench_database_url(),
                  **QUIET, **env) as (stack, mx, receiver):
         tenant = make_tenant(stack.api)
         create_webhook(stack.api, tenant, receiver.url)
-        pids = [stack.proc.pid] + child_pids(stack.proc.pid)
-        cpu, own = cpu_seconds(pids), time.process_time()
+        cpu, own = tree_cpu(stack.proc.pid), time.process_time()
         start = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
             parts = list(pool.map(lambda _: send_batches(stack, tenant, messages // 2, 250),
@@ -78,7 +58,7 @@ def one_round(env: dict, messages: int, sqlite: bool) -> tuple[float, float, flo
         wait_for(lambda: len(mx.messages) >= len(ids), 600, 0.05, message="every delivery")
         wait_for(lambda: len(receiver.requests) >= len(ids), 600, 0.05,
                  message="every webhook")
-        elapsed, spent = time.perf_counter() - start, cpu_seconds(pids) - cpu
+        elapsed, spent = time.perf_counter() - start, tree_cpu(stack.proc.pid) - cpu
         # This process (MX, receiver, clients): near one core means it, not the stack, limits.
         print(f"  {env}: {elapsed:.1f} s, this process {time.process_time() - own:.1f} CPU s",
               flush=True)
