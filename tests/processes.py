@@ -57,7 +57,7 @@ class Stack:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "chalicelib.local"], cwd=ROOT, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "DATABASE_URL": service_url,
                  "DATABASE_OWNER_URL": owner_url if owner_url != service_url else "",
                  "SIGNING_KEY_PATH": str(tmp_path / "signing.pem"), "CAPTURE_DIR": "",
@@ -110,14 +110,16 @@ class Stack:
             engine.dispose()
 
     def interrupt(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
+        """Ctrl-C as a terminal sends it: SIGINT to the whole process group (the supervisor
+        then also sends its children SIGTERM)."""
+        os.killpg(self.proc.pid, signal.SIGINT)
         code = self.proc.wait(timeout=60)
         self._reader.join(timeout=10)
         return code
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
 

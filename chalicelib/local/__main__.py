@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 
 from chalicelib.config import ConfigError, get_settings
+from chalicelib.local.signals import StopRequest
 
 
 # What a newcomer's `make run` means unless they say otherwise: readable log lines, and no
@@ -93,9 +92,7 @@ def main() -> int:
               "earlier is revoked)", flush=True)
     for line in stack.notes + startup_warnings(settings):
         print(f"WARNING      {line}", flush=True)
-    stopped = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped = StopRequest().install()
     if hasattr(stack, "run"):
         stack.run(stopped)  # supervises the children until stopped
     else:

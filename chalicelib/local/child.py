@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import signal
 import sys
 import threading
 
 from chalicelib.config import get_settings
+from chalicelib.local.signals import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _serve_http(stopped: threading.Event) -> None:
+def _serve_http(stopped: StopRequest) -> None:
     sys.path.insert(0, ".")
     from app import app  # noqa: E402  (the Chalice app at the repository root)
     from chalicelib.local.http_server import HttpServer
@@ -41,7 +41,7 @@ def _serve_http(stopped: threading.Event) -> None:
     server.stop()
 
 
-def _serve_smtp(stopped: threading.Event) -> None:
+def _serve_smtp(stopped: StopRequest) -> None:
     from chalicelib.smtp.gateway import Gateway
 
     settings = get_settings()
@@ -51,7 +51,7 @@ def _serve_smtp(stopped: threading.Event) -> None:
     gateway.stop()
 
 
-def _work(port, stopped: threading.Event) -> None:
+def _work(port, stopped: StopRequest) -> None:
     """WORKER_THREADS threads, each taking a batch of up to 10 due wake-ups of one queue at a
     time from the broker and handing it to the dispatcher the Lambda handlers use."""
     from chalicelib import observability, queues
@@ -76,11 +76,12 @@ def _work(port, stopped: threading.Event) -> None:
                for n in range(get_settings().worker_threads)]
     for thread in threads:
         thread.start()
-    for thread in threads:
+    stopped.wait()
+    for thread in threads:  # each ends within a take's timeout
         thread.join()
 
 
-def _push_counts(stopped: threading.Event) -> None:
+def _push_counts(stopped: StopRequest) -> None:
     """The HTTP and SMTP processes' counts into the shared tally, off their request paths."""
     from chalicelib import observability
 
@@ -105,12 +106,11 @@ def main(argv: list[str]) -> int:
     port = BrokerPort()
     queues.set_port(port)
     observability.share_counters(port.add_counts)
-    stopped = threading.Event()
+    stopped = StopRequest()
     if argv[0] != "worker":
         threading.Thread(target=_push_counts, args=(stopped,), name="metrics-push",
                          daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    stopped.install()
     if argv[0] == "worker":
         _work(port, stopped)
     elif argv[0] == "http":

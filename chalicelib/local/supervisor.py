@@ -174,7 +174,7 @@ class Supervisor:
                         child.restarts)
 
     def run(self, stopped) -> None:
-        """Supervise until ``stopped`` (a threading.Event) is set."""
+        """Supervise until ``stopped`` (a signals.StopRequest) is set."""
         while not stopped.wait(0.2):
             self.check()
             observability.push_counts()

@@ -22,6 +22,9 @@ def _stops_every_child(stack: Stack) -> None:
     pids = [pid for started in stack.children().values() for pid in started]
     assert stack.interrupt() == 0, stack.lines[-20:]
     assert pids and not [pid for pid in pids if alive(pid)], stack.lines[-20:]
+    # Each stopped by itself: a child whose signal handler hung (SIGINT, then the
+    # supervisor's SIGTERM re-entering it) is killed after the grace period, and says so.
+    assert not [line for line in stack.lines if "did not stop" in line], stack.lines[-20:]
 
 
 @pytest.mark.postgres_only
