@@ -11,6 +11,10 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
   RETURNING (PostgreSQL: the CTE ``om``; SQLite: the statements after it are not run), so a
   worker that outlived its claim during DATA records nothing over the next worker's outcome.
   ``run`` tags a guarded group's result with ``CLAIM`` when its message row was still ours.
+
+On PostgreSQL the composed statement runs prebuilt (``Prebuilt``: compiled once per shape and
+process, sent with its values in order), skipping SQLAlchemy's per-execution cache lookup and
+parameter rebuild: this statement runs once per message.
 """
 from __future__ import annotations
 
