@@ -651,13 +651,28 @@ def _fingerprint() -> tuple:
     return tuple(map(data.get, _env_names))  # (map: half the time of a generator)
 
 
+_environ_seen: tuple | None = None  # (a copy of os.environ's backing dict, the _cache it checked)
+
+
 def get_settings() -> Settings:
     """Current settings; re-read when any of our environment variables changed."""
-    global _cache
+    global _cache, _environ_seen
+    # Called ~10 times a message: when the environment as a whole is what it was (one dict
+    # comparison in C, its values the same objects), our variables are too; only otherwise
+    # take the fingerprint of our ~100 variables. The copy is taken before the fingerprint
+    # and kept with what it was checked against: a change in between is seen next call.
+    data = getattr(os.environ, "_data", None)
+    seen = _environ_seen
+    if seen is not None and data is not None and seen[1] is _cache and data == seen[0]:
+        return seen[1][1]
+    snapshot = dict(data) if data is not None else None
     fingerprint = _fingerprint()
-    if _cache is None or _cache[0] != fingerprint:
-        _cache = (fingerprint, load_settings())
-    return _cache[1]
+    cache = _cache
+    if cache is None or cache[0] != fingerprint:
+        cache = _cache = (fingerprint, load_settings())
+    if snapshot is not None:
+        _environ_seen = (snapshot, cache)
+    return cache[1]
 
 
 def markdown_table() -> str:

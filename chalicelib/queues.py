@@ -128,14 +128,20 @@ class Schedule:
         """Up to ``limit`` more due wake-ups of ``queue``, in time order (caller holds _cv)."""
         if limit <= 0:
             return []
+        # Popped in time order, other queues' due entries set aside and pushed back: the cost
+        # follows what is taken, not the backlog (sorting and re-heapifying the whole heap per
+        # take was quadratic in it: ~5% of make run's CPU per message at 2,000 queued).
         now = time.monotonic()
-        due = sorted(entry for entry in self._heap if entry[0] <= now and entry[2] == queue)
-        taken = due[:limit]
-        if taken:
-            chosen = {entry[1] for entry in taken}
-            self._heap = [entry for entry in self._heap if entry[1] not in chosen]
-            heapq.heapify(self._heap)
-        return [entry[3] for entry in taken]
+        heap, taken, aside = self._heap, [], []
+        while heap and heap[0][0] <= now and len(taken) < limit:
+            entry = heapq.heappop(heap)
+            if entry[2] == queue:
+                taken.append(entry[3])
+            else:
+                aside.append(entry)
+        for entry in aside:
+            heapq.heappush(heap, entry)
+        return taken
 
 
 class LocalPort:

@@ -177,3 +177,25 @@ def test_database_ssl_off_never_asks_the_server_for_tls(monkeypatch, database):
         engine.dispose()
         listener.close()
     assert first and struct.unpack("!ii", first[0])[1] != 80877103  # not an SSLRequest
+
+
+
+def test_a_long_multi_row_insert_is_scanned_once_and_runs_again_correctly(scratch):
+    """A batch's INSERT is longer than the short-text cache takes; its text repeats for every
+    batch of the same size, so pg8000's char-by-char placeholder scan runs once for it."""
+    import pg8000.legacy as legacy
+
+    long_texts = legacy.convert_paramstyle.long_texts
+    rows = 1500  # "(%s, %s), " a row: past the short-text limit
+    values = ", ".join(f"(:i{k}, :n{k})" for k in range(rows))
+    sql = text(f"INSERT INTO pg8000_pipeline_probe VALUES {values} RETURNING note")
+    before = long_texts.cache_info()
+    for batch in range(2):
+        params = {**{f"i{k}": batch * rows + k for k in range(rows)},
+                  # placeholder-like values travel as values, never as SQL
+                  **{f"n{k}": f"%s {batch}-{k} $1" for k in range(rows)}}
+        with scratch.begin() as conn:
+            notes = [r[0] for r in conn.execute(sql, params)]
+        assert notes == [f"%s {batch}-{k} $1" for k in range(rows)]
+    after = long_texts.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)

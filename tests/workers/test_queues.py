@@ -204,3 +204,17 @@ def test_wake_ups_of_one_transaction_go_out_together_after_its_commit(sqs, monke
             queues.enqueue_after_commit(db, "deliveries", 500)
             raise RuntimeError("rolled back")
     assert len(calls) == 3 and len(single) == 1
+
+
+def test_schedule_takes_one_queues_due_wake_ups_in_time_order_and_keeps_the_rest():
+    from chalicelib.queues import Schedule
+
+    schedule = Schedule()
+    schedule.push_many("a", ["a1", "a2"], [0.0, 0.0])
+    schedule.push_many("b", ["b1"], [0.0])
+    schedule.push_many("a", ["a3", "a4", "later"], [0.0, 0.0, 3600.0])
+    assert schedule.take(3, timeout=0) == ("a", ["a1", "a2", "a3"])
+    assert schedule.take(10, timeout=0) == ("b", ["b1"])  # set aside, then first again
+    assert schedule.take(10, timeout=0) == ("a", ["a4"])  # the one not due stays
+    assert schedule.pending() == 1
+    assert schedule.take(10, timeout=0) is None

@@ -11,6 +11,10 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
   RETURNING (PostgreSQL: the CTE ``om``; SQLite: the statements after it are not run), so a
   worker that outlived its claim during DATA records nothing over the next worker's outcome.
   ``run`` tags a guarded group's result with ``CLAIM`` when its message row was still ours.
+
+On PostgreSQL the composed statement runs prebuilt (``Prebuilt``: compiled once per shape and
+process, sent with its values in order), skipping SQLAlchemy's per-execution cache lookup and
+parameter rebuild: this statement runs once per message.
 """
 from __future__ import annotations
 
@@ -188,11 +192,56 @@ def _single(db, stmt, params: dict, keep=None):
     single statement is atomic all the same. ``keep(rows)`` false: roll that work back."""
     autocommit = None if db.in_transaction() else autocommit_engine()
     if autocommit is None:
-        rows = db.execute(stmt, params).all()
+        rows = _execute(db.connection(), stmt, params)
         if keep is None or keep(rows):
             db.commit()
         else:
             db.rollback()
         return rows
     with tenancy.connect(autocommit, tenancy.current(db)) as conn:  # the claimed rows' servers
-        return conn.execute(stmt, params).all()
+        return _execute(conn, stmt, params)
+
+
+class Prebuilt:
+    """One of our PostgreSQL statements compiled once, with how to lay out its positional
+    parameters. Run through SQLAlchemy as usual, every execution hashed the statement's deep
+    cache key for the compiled-cache lookup and rebuilt the parameters of every bind in it
+    (~5% of the CPU per message, the marker's); this sends the compiled text with the values
+    in order, each through its type's bind processor as SQLAlchemy would. Its rows come back
+    as the driver gives them: for statements whose RETURNING needs no result processing
+    (ours give tags and integer ids)."""
+
+    def __init__(self, stmt, dialect):
+        compiled = stmt.compile(dialect=dialect)
+        if compiled.positiontup is None or compiled.literal_execute_params or \
+                compiled.post_compile_params:
+            raise ValueError("not a plain positional statement")
+        self.sql = compiled.string
+        # per position: (parameter name, required, its value when not given, type processor)
+        self.layout = []
+        for name in compiled.positiontup:
+            bind = compiled.binds[name]
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            self.layout.append((bind.key, bind.required,
+                                None if bind.required else bind.effective_value, processor))
+
+    def parameters(self, params: dict) -> tuple:
+        values = []
+        for key, required, default, processor in self.layout:
+            # KeyError: a required value is missing (SQLAlchemy raises too)
+            value = params[key] if required else params.get(key, default)
+            values.append(value if processor is None else processor(value))
+        return tuple(values)
+
+
+_prebuilt: dict[int, tuple] = {}
+
+
+def _execute(conn, stmt, params: dict) -> list:
+    """``stmt`` (one of the cached statements, so it lives as long as the process) run on
+    ``conn`` and its rows fetched; prebuilt on PostgreSQL (``Prebuilt``)."""
+    entry = _prebuilt.get(id(stmt))
+    if entry is None or entry[0] is not stmt:
+        entry = _prebuilt[id(stmt)] = (stmt, Prebuilt(stmt, conn.dialect))
+    prebuilt = entry[1]
+    return conn.exec_driver_sql(prebuilt.sql, prebuilt.parameters(params)).all()

@@ -93,6 +93,9 @@ def read_bounded(response, keep: int, drain: int, deadline: float) -> bytes:
             if len(kept) < keep:
                 kept += chunk[:keep - len(kept)]
             read += len(chunk)
+            if response.length_remaining == 0:  # all of a Content-Length body: no empty read
+                finished = True
+                break
     except (exceptions.HTTPError, OSError):
         pass  # the status is known; a body cut short is still an answer
     if not finished:
