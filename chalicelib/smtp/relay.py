@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import concurrent.futures
 from concurrent.futures import ThreadPoolExecutor
 
 from aiosmtpd.smtp import SMTP
@@ -76,19 +77,28 @@ class OutboundRelay:
         self._thread: threading.Thread | None = None
 
     def start(self) -> "OutboundRelay":
-        loop = self._loop = asyncio.new_event_loop()
-        server = loop.run_until_complete(loop.create_server(
-            self._factory, self.host, self.port, reuse_port=self.reuse_port))
-        self.port = server.sockets[0].getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, args=(server,), name="smtp-relay",
+        # The listener is made in the relay's own thread: the caller's thread may already
+        # run an event loop (Playwright's sync API does), where run_until_complete refuses.
+        self._loop = asyncio.new_event_loop()
+        ready: concurrent.futures.Future = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), name="smtp-relay",
                                         daemon=True)
         self._thread.start()
+        self.port = ready.result()  # raises what binding raised
         log.info("outbound relay listening on %s:%s", self.host, self.port)
         return self
 
-    def _serve(self, server: asyncio.AbstractServer) -> None:
+    def _serve(self, ready: concurrent.futures.Future) -> None:
         loop = self._loop
         asyncio.set_event_loop(loop)
+        try:
+            server = loop.run_until_complete(loop.create_server(
+                self._factory, self.host, self.port, reuse_port=self.reuse_port))
+        except BaseException as exc:  # noqa: BLE001  (handed to start(), which raises it)
+            ready.set_exception(exc)
+            loop.close()
+            return
+        ready.set_result(server.sockets[0].getsockname()[1])
         try:
             loop.run_forever()
         finally:
