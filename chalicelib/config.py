@@ -271,6 +271,9 @@ KEYS: tuple[Key, ...] = (
     _env("SMTP_AUTH_FAILURE_DELAY_SECONDS", 0.5, float,
          "Delay added per counted failure before answering a failed AUTH (slows guessing)."),
     _env("SMTP_MAX_RECIPIENTS", 100, int, "Recipients accepted per SMTP transaction."),
+    _env("SMTP_COMMIT_PROCESS", True, _parse_bool,
+         "The gateway commits received mail in a child process of its own (a GIL apart from "
+         "the connections' event loop); false: in a thread of the gateway's process."),
     _env("SMTP_ROUTE_CACHE_SECONDS", 5.0, float,
          "How long the gateway reuses the inbound route it found for a recipient address; a "
          "route's change or removal reaches the gateway within this time. 0: look up every RCPT."),
@@ -485,6 +488,7 @@ class Settings(BaseModel):
     smtp_auth_failure_delay_seconds: float
     smtp_max_recipients: int
     smtp_route_cache_seconds: float
+    smtp_commit_process: bool
     inbound_max_attempts: int
     inbound_timeout_seconds: float
     host: str

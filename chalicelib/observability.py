@@ -195,6 +195,17 @@ def safe_url(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 
+def write_lines(text: str) -> None:
+    """Log lines another process formatted (the SMTP gateway's committer process) written to
+    this process's log stream, as its own."""
+    if not text:
+        return
+    logger()
+    with _lock:
+        _handler.stream.write(text)
+        _handler.flush()
+
+
 def capture(stream) -> Callable[[], None]:
     """Send log lines to ``stream`` (tests); returns a function that restores stdout."""
     logger()

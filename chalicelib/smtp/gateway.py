@@ -6,6 +6,8 @@ One asyncio loop in a thread serves every listener:
   (STARTTLS), so on this listener it is told not to require TLS for AUTH: the whole
   connection already is TLS.
 * OUTBOUND_RELAY_PORT: the outbound relay for IP pools (``relay.py``; its own loop thread).
+Received mail is committed by the group committer (``commit.py``), in a child process of its
+own unless SMTP_COMMIT_PROCESS is false (``commit_process.py``).
 AUTH is offered only after TLS unless SMTP_AUTH_REQUIRE_TLS is false. aiosmtpd 1.4.6 reads
 DATA by CRLF lines only (no bare-LF/CR end of data: CVE-2024-27305) and drops anything
 pipelined before the STARTTLS handshake (CVE-2024-34083).
@@ -24,6 +26,7 @@ from chalicelib import __version__, observability
 from chalicelib.config import Settings, get_settings
 from chalicelib.smtp import tls
 from chalicelib.smtp.commit import GroupCommitter
+from chalicelib.smtp.commit_process import CommitterProcess
 from chalicelib.smtp.handler import GatewayHandler
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
 
@@ -97,6 +100,8 @@ class Gateway:
                                      self.settings.smtp_auth_failure_window_seconds,
                                      self.settings.smtp_auth_failure_delay_seconds)
         self._committer = GroupCommitter()
+        if self.settings.smtp_commit_process:
+            self._committer = CommitterProcess(self._committer)
         self.handler = GatewayHandler(self._executor, limiter, self._committer)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -151,6 +156,8 @@ class Gateway:
             loop.close()
 
     def start(self) -> None:
+        if isinstance(self._committer, CommitterProcess):
+            self._committer.start()  # meanwhile, mail is committed in this process
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="smtp-gateway",
                                         daemon=True)
