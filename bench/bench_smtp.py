@@ -287,22 +287,28 @@ def database_work(url: str, counts: dict):
 
 
 @contextlib.contextmanager
-def profiled(path: str | None):
-    """py-spy (sampling, other process) on this process while the block runs."""
+def profiled(path: str | None, committer_pid: int | None = None):
+    """py-spy (sampling, other process) on this process while the block runs, and on the
+    gateway's committer process (SMTP_COMMIT_PROCESS) into ``path + ".commit"``."""
     if not path:
         yield
         return
+    targets = [(os.getpid(), path)]
+    if committer_pid is not None:
+        targets.append((committer_pid, path + ".commit"))
     # --gil: only samples holding the GIL (CPU in Python); --nonblocking: never pause us.
-    spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"), "record",
-                            "--pid", str(os.getpid()), "--format", "raw", "--gil",
-                            "--nonblocking", "--rate", "200", "-o", path],
-                           stdout=subprocess.DEVNULL)
+    spies = [subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"),
+                               "record", "--pid", str(pid), "--format", "raw", "--gil",
+                               "--nonblocking", "--rate", "200", "-o", out],
+                              stdout=subprocess.DEVNULL) for pid, out in targets]
     time.sleep(1.0)  # let py-spy attach
     try:
         yield
     finally:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(30)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+        for spy in spies:
+            spy.wait(30)
 
 
 def main() -> None:
@@ -349,10 +355,11 @@ def main() -> None:
             bare_runs, ours_runs, work = [], [], {}
             bare_rate = load(bare.port, "bench-password", sender, to, record=bare_runs,
                              **common)
-            with profiled(args.profile), database_work(url, work):
+            committer_pid = getattr(stack.gateway._committer, "pid", None)
+            with profiled(args.profile, committer_pid), database_work(url, work):
                 ours = load(stack.smtp_port, tenant.smtp_key, sender, to, record=ours_runs,
                             **common)
-            with profiled(args.profile_inbound):
+            with profiled(args.profile_inbound, committer_pid):
                 inbound = load(stack.smtp_port, "", "x@sender.example", f"in@{tenant.domain}",
                                **common)
             bare_again = load(bare.port, "bench-password", sender, to, record=bare_runs,

@@ -183,7 +183,9 @@ class CommitterProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
             child = subprocess.Popen(
-                [sys.executable, "-m", "chalicelib.smtp.commit_process", str(theirs.fileno())],
+                [sys.executable, "-m", "chalicelib.smtp.commit_process", str(theirs.fileno()),
+                 # what logging.disable() turned off here is off there too
+                 str(logging.root.manager.disable)],
                 pass_fds=[theirs.fileno()], cwd=_ROOT, env=env, stdin=subprocess.DEVNULL)
         finally:
             theirs.close()
@@ -308,6 +310,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=get_settings().log_level.upper(),
                         format="%(asctime)s %(levelname)s smtp-commit[%(process)d] %(name)s: "
                                "%(message)s")
+    if len(argv) > 1:
+        logging.disable(int(argv[1]))
     sock = socket.socket(fileno=int(argv[0]))
     lock = threading.Lock()
     collected = _Collected()

@@ -838,3 +838,28 @@ def test_remembered_originators_and_addresses_never_hide_an_error():
     for _ in range(2):
         with pytest.raises(m.InvalidField):
             m.parse_address("not an address", "to")
+
+
+def test_header_classes_are_made_once_per_name_and_parse_as_the_stock_policy():
+    """checks.PARSE_POLICY: the stock registry makes a class per parsed header; ours keeps
+    one per name (bounded) and reads every header exactly as email.policy.default does."""
+    from email import policy
+    from email.parser import BytesParser
+
+    from chalicelib.services.mime import checks
+
+    registry = checks.PARSE_POLICY.header_factory
+    assert registry["From"] is registry["from"] is registry["FROM"]
+    raw = (b"From: =?utf-8?q?J=C3=B6rg?= <j@example.com>\r\nTo: a@b.example, \"C, D\" "
+           b"<c@d.example>\r\nSubject: hi\r\nX-Odd: (comment) value\r\nContent-Type: "
+           b"text/plain; charset=utf-8\r\n\r\nbody\r\n")
+    ours = BytesParser(policy=checks.PARSE_POLICY).parsebytes(raw, headersonly=True)
+    stock = BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
+    for name in ("From", "To", "Subject", "X-Odd", "Content-Type"):
+        assert str(ours[name]) == str(stock[name])
+        assert type(ours[name]).__mro__[1:] == type(stock[name]).__mro__[1:]
+    assert ours["To"].addresses == stock["To"].addresses
+    many = checks._HeaderClasses()
+    for index in range(many.LIMIT + 10):
+        many[f"X-{index}"]
+    assert len(many._made) == many.LIMIT

@@ -299,11 +299,13 @@ _HTML_PART = re.compile(rb"(?im)^content-type:[ \t]*text/html")
 _HEADER_END = b"\r\n\r\n"
 
 
-def _ensure_header(raw: bytes, name: bytes, value: bytes) -> bytes:
+def _ensure_header(raw: bytes, name: bytes, value) -> bytes:
+    """``raw`` with a ``name`` header in front unless it has one; ``value``: the bytes, or
+    a function making them (only called when the header is missing)."""
     head = raw.split(_HEADER_END, 1)[0]
     if re.search(rb"(?im)^" + re.escape(name) + rb":", head):
         return raw
-    return name + b": " + value + b"\r\n" + raw
+    return name + b": " + (value() if callable(value) else value) + b"\r\n" + raw
 
 
 @dataclass
@@ -351,8 +353,8 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
     _authorize_originators(db, server, parsed.originators, domain)
     raw = parsed.raw
     # MTAs add these when a client leaves them out; the signature and threading need them.
-    raw = _ensure_header(raw, b"Date",
-                         format_datetime(clock.now().replace(tzinfo=timezone.utc)).encode())
+    raw = _ensure_header(raw, b"Date", lambda: format_datetime(
+        clock.now().replace(tzinfo=timezone.utc)).encode())
     generated = f"{secrets.token_hex(16)}@{domain.name}"
     with_id = _ensure_header(raw, b"Message-ID", f"<{generated}>".encode())
     # Read as feedback reports' copies are read (complaints.py), folded or not.
