@@ -86,30 +86,37 @@ def _settle(future: Future, result: object) -> None:
 
 
 class GroupCommitter:
-    def __init__(self, threads: int = 1, max_batch: int = 64):
+    def __init__(self, threads: int = 1, max_batch: int = 64, prepare_inline: bool = False):
+        """``prepare_inline``: GroupUnits are prepared in the thread that submits them, not in
+        the prepare thread: for a caller that has nothing else to do meanwhile (the committer
+        process's reader, smtp/commit_process.py), one thread hand-off less per message."""
         self.max_batch = max_batch
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # ready for a transaction
         self._to_prepare: queue.SimpleQueue = queue.SimpleQueue()
-        self._preparer = threading.Thread(target=self._prepare_loop, name="smtp-prepare",
-                                          daemon=True)
+        self._preparer = None if prepare_inline else threading.Thread(
+            target=self._prepare_loop, name="smtp-prepare", daemon=True)
         self._threads = [threading.Thread(target=self._loop, name=f"smtp-commit-{i}",
                                           daemon=True) for i in range(threads)]
         for thread in [self._preparer, *self._threads]:
-            thread.start()
+            if thread is not None:
+                thread.start()
 
     def submit(self, unit) -> Future:
         """The unit's result (or error) once committed; a GroupUnit is prepared first (a
         refusal there settles the future at once and nothing is queued)."""
         future: Future = Future()
-        if isinstance(unit, GroupUnit):
-            self._to_prepare.put((unit, future))
-        else:
+        if not isinstance(unit, GroupUnit):
             self._queue.put((unit, future))
+        elif self._preparer is None:
+            self._prepare((unit, future))
+        else:
+            self._to_prepare.put((unit, future))
         return future
 
     def stop(self) -> None:
-        self._to_prepare.put(None)  # first, so nothing is queued behind the committers' stop
-        self._preparer.join(timeout=10)
+        if self._preparer is not None:
+            self._to_prepare.put(None)  # first: nothing is queued behind the committers' stop
+            self._preparer.join(timeout=10)
         for _ in self._threads:
             self._queue.put(None)
         for thread in self._threads:
@@ -120,13 +127,16 @@ class GroupCommitter:
             item = self._to_prepare.get()
             if item is None:
                 return
-            unit, future = item
-            try:
-                unit.prepare()
-            except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
-                _settle(future, exc)
-            else:
-                self._queue.put(item)
+            self._prepare(item)
+
+    def _prepare(self, item: tuple) -> None:
+        unit, future = item
+        try:
+            unit.prepare()
+        except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
+            _settle(future, exc)
+        else:
+            self._queue.put(item)
 
     def _loop(self) -> None:
         while True:

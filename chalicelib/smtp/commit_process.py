@@ -23,6 +23,8 @@ How:
   and send again; a unit whose batch had committed is then stored twice, as when the whole
   gateway dies between the commit and the 250 (SMTP's at-least-once). The child is started
   again (with a growing pause) and, meanwhile, units are committed in this process.
+* The child keeps its statements prepared on its connections (db/engine.py,
+  ``use_named_statements``): PostgreSQL plans each once, not at every batch.
 * The child stops when its socket closes (the gateway's ``stop()``, or the gateway's death):
   it first answers what it holds. It ignores SIGINT and SIGTERM, which a terminal or
   `make run`'s supervisor sends to the whole process group, so that it is never stopped
@@ -312,13 +314,18 @@ def main(argv: list[str]) -> int:
                                "%(message)s")
     if len(argv) > 1:
         logging.disable(int(argv[1]))
+    from chalicelib.db import engine
+
+    # This process runs the same few statements all day on connections it keeps: each is
+    # planned once per connection (most of the database's time for them).
+    engine.use_named_statements()
     sock = socket.socket(fileno=int(argv[0]))
     lock = threading.Lock()
     collected = _Collected()
     queues.set_port(collected)
     observability.share_counters(collected.add_counts)
     observability.capture(collected)
-    committer = GroupCommitter()
+    committer = GroupCommitter(prepare_inline=True)  # this thread only reads the socket
 
     def answer(ident: int, future: Future) -> None:
         exc = future.exception()

@@ -199,3 +199,83 @@ def test_a_long_multi_row_insert_is_scanned_once_and_runs_again_correctly(scratc
         assert notes == [f"%s {batch}-{k} $1" for k in range(rows)]
     after = long_texts.cache_info()
     assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+
+
+@pytest.fixture
+def named(scratch, monkeypatch, database):
+    """A fresh engine whose connections keep named statements (use_named_statements)."""
+    from sqlalchemy import create_engine
+
+    from chalicelib.db import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "_named_statements", True)
+    engine = engine_module._create_engine(database)
+    yield engine
+    engine.dispose()
+
+
+def prepared(conn) -> set[str]:
+    return set(conn.execute(text("SELECT statement FROM pg_prepared_statements")).scalars())
+
+
+def test_named_statements_are_planned_once_and_still_answer_rows_and_errors(named):
+    sql = "INSERT INTO pg8000_pipeline_probe VALUES (:i, :n) RETURNING id, note"
+    with named.connect() as conn:
+        for i in range(3):
+            row = conn.execute(text(sql), {"i": i, "n": f"n{i}"}).one()
+            assert tuple(row) == (i, f"n{i}")  # rows decoded through the portal's description
+        # One named statement for the three runs (pg_prepared_statements shows its SQL).
+        assert sum("pg8000_pipeline_probe" in s and "RETURNING" in s for s in prepared(conn)) == 1
+        conn.commit()
+        with pytest.raises(DBAPIError):  # a duplicate key: Execute fails, Parse had worked
+            conn.execute(text(sql), {"i": 1, "n": "again"})
+        conn.rollback()
+        assert tuple(conn.execute(text(sql), {"i": 7, "n": None}).one()) == (7, None)
+        conn.commit()
+        fresh = "SELECT note FROM pg8000_pipeline_probe WHERE id = :i"
+        with pytest.raises(DBAPIError):  # fails at Bind on its first run (it gets a new name)
+            conn.execute(text(fresh), {"i": "abc"})
+        conn.rollback()
+        assert conn.execute(text(fresh), {"i": 7}).scalar_one() is None
+        assert conn.execute(text(fresh), {"i": 2}).scalar_one() == "n2"
+        conn.commit()
+
+
+def test_named_statements_stop_at_the_per_connection_limit(named, monkeypatch):
+    from chalicelib.db import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "NAMED_STATEMENTS_PER_CONNECTION", 2)
+    with named.connect() as conn:
+        for i in range(5):  # five different statements: two are kept, the rest run unnamed
+            assert conn.execute(text(f"SELECT {i} + :x"), {"x": 1}).scalar_one() == i + 1
+        assert len(conn.connection.dbapi_connection.named_statements) == 2
+
+
+TRICKY = ["", "NULL", "null", "a,b", "{x}", 'say "hi"', "back\\slash", "\\\"", " lead",
+          "trail ", "tab\there", "new\r\nline", "ünïcødé ✓", "comma, \"quote\" \\ all"]
+
+
+def test_text_and_int_arrays_read_back_as_sent(scratch):
+    """engine._flat_array: our encoding of flat str/None and int lists (pg8000's is a
+    per-character Python loop) reads back exactly, through PostgreSQL's own array input."""
+    from hypothesis import given, settings, strategies as st
+
+    from chalicelib.db.engine import _flat_array
+
+    assert _flat_array([1.5]) is None and _flat_array([[1]]) is None  # left to pg8000
+    assert _flat_array([True]) is None  # bool is not int here: pg8000's true/false
+    with scratch.connect() as conn:
+        def back(values, cast):
+            return conn.execute(text(f"SELECT CAST(:v AS {cast})"), {"v": values}).scalar_one()
+
+        assert back(TRICKY + [None], "TEXT[]") == TRICKY + [None]
+        assert back([], "TEXT[]") == []
+        assert back([3, -1, 0, 2**40], "BIGINT[]") == [3, -1, 0, 2**40]
+
+        @settings(max_examples=60, deadline=None)
+        @given(st.lists(st.one_of(st.none(), st.text(
+            alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")))))
+        def round_trip(values):
+            assert back(values, "TEXT[]") == values
+
+        round_trip()
