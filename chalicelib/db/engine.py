@@ -266,19 +266,19 @@ def _pipeline_pg8000_statements() -> None:
         if stream is not None:
             return original(self, statement, vals, oids, stream)
         prelude = send_prelude(self, statement)
-        context = core.Context(statement)
         named, name, fresh = getattr(self, "named_statements", None), b"", False
         if named is not None and not oids and statement not in _TRANSACTION_CONTROL:
-            name = named.get(statement, b"")
+            name, columns, input_funcs = named.get(statement, _UNNAMED)
             if not name and len(named) < NAMED_STATEMENTS_PER_CONNECTION:
                 # A name never used before on this connection: one whose Parse worked but
                 # whose statement failed later exists on the server though not in ``named``.
                 self.named_counter = getattr(self, "named_counter", 0) + 1
                 name, fresh = f"es_{self.named_counter}".encode("ascii"), True
-        if name and not fresh:  # planned already: Bind, and describe the portal's rows
+        if name and not fresh:  # planned and described already: Bind and Execute only
+            context = core.Context(statement, columns=columns, input_funcs=input_funcs)
             write_bind(self, vals, name=name)
-            self._send_message(core.DESCRIBE, core.PORTAL + core.NULL_BYTE)
         else:
+            context = core.Context(statement)
             write_parse(self, statement, oids, name)
             self._send_message(core.DESCRIBE, core.STATEMENT + name + core.NULL_BYTE)
             write_bind(self, vals, name=name)
@@ -293,8 +293,8 @@ def _pipeline_pg8000_statements() -> None:
         if prelude is not None:
             read_prelude(self, prelude)
         self.handle_messages(context)
-        if fresh:
-            named[statement] = name
+        if fresh:  # its rows' description is kept: the same statement answers the same columns
+            named[statement] = (name, context.columns, context.input_funcs)
         return context
 
     def execute_simple(self, statement):
@@ -346,14 +346,15 @@ def _make_params(py_types, vals, make_param) -> list:
 
 # Named (server-side prepared) statements: see use_named_statements.
 NAMED_STATEMENTS_PER_CONNECTION = 64
+_UNNAMED = (b"", None, None)
 _named_statements = False
 
 
 def use_named_statements() -> None:
     """From now on, new PostgreSQL connections of this process keep each statement they run
-    (up to NAMED_STATEMENTS_PER_CONNECTION per connection) as a named prepared statement:
-    the next run of the same SQL is Bind and Execute only, without PostgreSQL parsing and
-    planning it again (most of the database's time for the SMTP committer's small
+    (up to NAMED_STATEMENTS_PER_CONNECTION per connection) as a named prepared statement,
+    with the description of its rows: the next run of the same SQL is Bind and Execute
+    only, without PostgreSQL parsing and planning it again nor pg8000 reading its columns (most of the database's time for the SMTP committer's small
     statements). For a process that keeps its connections and runs a few statements
     over and over: the gateway's committer process. Not for Lambda: RDS Proxy pins a
     client's connection once it prepares statements, and a Lambda's pool is short-lived."""
