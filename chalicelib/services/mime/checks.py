@@ -51,6 +51,29 @@ class _HeaderClasses(HeaderRegistry):
 #: ``email.policy.default`` for reading headers, with :class:`_HeaderClasses`.
 PARSE_POLICY = email_policy.default.clone(header_factory=_HeaderClasses())
 
+
+class _HeaderBlock:
+    """A message's headers as ``BytesParser(policy=PARSE_POLICY)`` reads them (``get_all``,
+    ``raw_items``), each header object made when asked for. The email package splits the
+    lines (compat32 stores each value exactly as policy.default does); parsed with
+    policy.default, the parser's close() would also build the Content-Type header object to
+    check for a multipart, which header_addresses never reads."""
+
+    def __init__(self, raw: bytes):
+        from email.parser import BytesParser  # the parser is not loaded at cold start
+
+        self._items = list(BytesParser(policy=email_policy.compat32).parsebytes(
+            raw, headersonly=True).raw_items())
+
+    def raw_items(self):
+        return iter(self._items)
+
+    def get_all(self, name: str, failobj=None):
+        name = name.lower()
+        values = [PARSE_POLICY.header_fetch_parse(k, v) for k, v in self._items
+                  if k.lower() == name]
+        return values or failobj
+
 def normalize_line_endings(data: bytes) -> bytes:
     """Turn every CRLF, bare CR and bare LF into CRLF (also accepts ``str``). After this, the
     only way to write SMTP's end-of-data marker is a line holding a single dot, which an SMTP
@@ -254,9 +277,7 @@ def header_addresses(raw: bytes) -> dict:
         raw = bytes(raw)
     if not isinstance(raw, bytes):
         raise TypeError("header_addresses() needs bytes")
-    from email.parser import BytesParser  # the parser is not loaded at cold start
-
-    msg = BytesParser(policy=PARSE_POLICY).parsebytes(raw, headersonly=True)
+    msg = _HeaderBlock(raw)
     from_ = _single_mailbox(msg, "From", "from")
     if from_ is None:
         raise InvalidField("from", "the message has no From header")
