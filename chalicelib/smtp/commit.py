@@ -86,11 +86,15 @@ def _settle(future: Future, result: object) -> None:
 
 
 class GroupCommitter:
-    def __init__(self, threads: int = 1, max_batch: int = 64, prepare_inline: bool = False):
+    def __init__(self, threads: int = 1, max_batch: int = 64, prepare_inline: bool = False,
+                 after_batch: Callable[[], None] | None = None):
         """``prepare_inline``: GroupUnits are prepared in the thread that submits them, not in
         the prepare thread: for a caller that has nothing else to do meanwhile (the committer
-        process's reader, smtp/commit_process.py), one thread hand-off less per message."""
+        process's reader, smtp/commit_process.py), one thread hand-off less per message.
+        ``after_batch``: called in the committer thread once a batch's units are answered
+        (the committer process sends the batch's answers together)."""
         self.max_batch = max_batch
+        self.after_batch = after_batch
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # ready for a transaction
         self._to_prepare: queue.SimpleQueue = queue.SimpleQueue()
         self._preparer = None if prepare_inline else threading.Thread(
@@ -160,6 +164,8 @@ class GroupCommitter:
                 for _, future in batch:
                     if not future.done():
                         _settle(future, exc)
+            if self.after_batch is not None:
+                self.after_batch()
 
     def _run(self, batch: list[tuple[object, Future]]) -> None:
         if not batch:

@@ -14,7 +14,7 @@ How:
   (the plain callables of mixed inbound mail) runs in this process's own committer, as do all
   units while the child is starting or restarting, so nothing waits for it.
 * The child (``python -m chalicelib.smtp.commit_process FD``) runs a GroupCommitter and
-  answers each unit with its result. What the units did beyond their rows comes back with the
+  answers each unit with its result, a batch's answers in one frame. What the units did beyond their rows comes back with the
   answers and is done here, in the gateway's process: the queue wake-ups sent after the commit
   (to this process's queue port: SQS, `make run`'s broker or the in-process queue) and the
   metric counts and the structured log lines (written to the gateway's log stream). A change
@@ -230,16 +230,17 @@ class CommitterProcess:
             if message == "ready":
                 self._ready.set()
                 continue
-            ident, result, wakeups, counts, lines = message
+            answers, wakeups, counts, lines = message
             for queue, row_ids, delays in wakeups:
                 queues.enqueue_many(queue, row_ids, delays)
             for name, value in counts.items():
                 observability.count(name, value)
             observability.write_lines(lines)
             with self._lock:
-                future = self._pending.pop(ident, None)
-            if future is not None:
-                _settle(future, *_restored(*result))
+                futures = [self._pending.pop(ident, None) for ident, _ in answers]
+            for future, (_, result) in zip(futures, answers):
+                if future is not None:
+                    _settle(future, *_restored(*result))
 
 
 def _settle(future: Future, ok: bool, value: object) -> None:
@@ -325,23 +326,37 @@ def main(argv: list[str]) -> int:
     queues.set_port(collected)
     observability.share_counters(collected.add_counts)
     observability.capture(collected)
-    committer = GroupCommitter(prepare_inline=True)  # this thread only reads the socket
+    outbox: list[tuple[int, tuple]] = []  # answers not sent yet
 
     def answer(ident: int, future: Future) -> None:
         exc = future.exception()
         result = _portable(exc if exc is not None else future.result())
+        with lock:
+            outbox.append((ident, result))
+
+    def send_answers() -> None:
+        """One frame with every answer made since the last (a batch's, or a refusal's)."""
+        with lock:
+            if not outbox:
+                return
+            answers = outbox[:]
+            outbox.clear()
         try:
-            _send(sock, lock, (ident, result, *collected.take()))
+            _send(sock, lock, (answers, *collected.take()))
         except OSError:  # the gateway is gone
             pass
         observability.flush()
 
+    # This thread only reads the socket: it parses too (prepare_inline).
+    committer = GroupCommitter(prepare_inline=True, after_batch=send_answers)
     _send(sock, lock, "ready")
     for ident, unit, env in _frames(sock):
         if env is not None:
             _apply_environment(env)
         committer.submit(unit).add_done_callback(lambda f, i=ident: answer(i, f))
+        send_answers()  # a refusal while parsing is answered at once
     committer.stop()  # answers every unit it holds first
+    send_answers()
     sock.close()
     return 0
 
