@@ -383,7 +383,7 @@ def main() -> None:
         stack.stop()
     print(f"SMTP gateway, {args.connections} connections, STARTTLS + AUTH, 10 KB messages, "
           f"{args.seconds:.0f} s each, {args.rounds} round(s) ({url.split('://')[0]}; "
-          f"SMTP_COMMIT_PROCESS={get_settings().smtp_commit_process})")
+          f"SMTP_COMMIT_PROCESS={getattr(get_settings(), 'smtp_commit_process', '-')})")
     print(TABLE_HEAD)
     for index, (ours, inbound, baseline, (accepted, ours_cpu), bare_cpu, commits) \
             in enumerate(rounds, 1):

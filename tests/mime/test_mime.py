@@ -859,18 +859,19 @@ def test_header_classes_are_made_once_per_name_and_parse_as_the_stock_policy():
         assert str(ours[name]) == str(stock[name])
         assert type(ours[name]).__mro__[1:] == type(stock[name]).__mro__[1:]
     assert ours["To"].addresses == stock["To"].addresses
-    # _HeaderBlock: the same header objects and raw values as the stock parse, folded,
+    # HeaderBlock: the same header objects and raw values as the stock parse, folded,
     # encoded, repeated and 8-bit headers included.
     tricky = (b"From: =?utf-8?b?SsO2cmc=?=\r\n <j@example.com>\r\nSender: a@b.example\r\n"
               b"Sender: c@d.example\r\nSubject: caf\xc3\xa9 \r\n\tfolded\r\nMessage-ID: "
               b"<x@y>\r\nResent-From: r@s.example\r\nContent-Type: multipart/mixed\r\n\r\n")
-    block = checks._HeaderBlock(tricky)
+    block = checks.HeaderBlock(tricky)
     stock = BytesParser(policy=policy.default).parsebytes(tricky, headersonly=True)
     assert list(block.raw_items()) == list(stock.raw_items())
     for name in ("From", "Sender", "Subject", "Message-ID", "Resent-From", "X-None"):
         ours_all, stock_all = block.get_all(name), stock.get_all(name)
         assert (ours_all is None) == (stock_all is None)
         assert [str(v) for v in ours_all or []] == [str(v) for v in stock_all or []]
+        assert str(block.get(name)) == str(stock[name])
         assert [[type(d) for d in v.defects] for v in ours_all or []] == \
             [[type(d) for d in v.defects] for v in stock_all or []]
     many = checks._HeaderClasses()

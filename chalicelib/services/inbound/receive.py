@@ -49,16 +49,15 @@ class Received:
 
     def read_headers(self) -> None:
         """Subject (RFC 2047 decoded) and Message-ID; a broken header must not lose the mail."""
-        from email import policy
-        from email.parser import BytesParser
+        from chalicelib.services import mime  # loaded at first use, not at cold start
 
         # Only the header section goes to the parser (it would still split the whole body
         # into lines with headersonly): everything up to the first empty line (RFC 5322 2.1).
         end = self.raw.find(b"\r\n\r\n")
         head = self.raw if end < 0 else self.raw[:end + 4]
         try:
-            headers = BytesParser(policy=policy.default).parsebytes(head, headersonly=True)
-            subject, message_id = headers["Subject"], headers["Message-ID"]
+            headers = mime.HeaderBlock(head)  # the email package's reading, two headers made
+            subject, message_id = headers.get("Subject"), headers.get("Message-ID")
         except Exception:  # noqa: BLE001
             return
         self.subject = str(subject)[:998] if subject is not None else None

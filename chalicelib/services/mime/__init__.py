@@ -46,6 +46,7 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     verify_built,
     verify_built_cheap,
     check_wire_format,
+    HeaderBlock,
     header_addresses,
     message_size,
     normalize_line_endings,
@@ -78,5 +79,6 @@ __all__ = [
     "normalize_line_endings",
     "check_wire_format",
     "message_size",
+    "HeaderBlock",
     "header_addresses",
 ]
