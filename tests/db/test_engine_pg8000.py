@@ -256,21 +256,29 @@ TRICKY = ["", "NULL", "null", "a,b", "{x}", 'say "hi"', "back\\slash", "\\\"", "
 
 
 def test_text_and_int_arrays_read_back_as_sent(scratch):
-    """engine._flat_array: our encoding of flat str/None and int lists (pg8000's is a
+    """engine._flat_array: our encoding of flat lists of str, int, bool, bytes, datetime and
+    None (pg8000's goes through singledispatch per element and escapes strings in a
     per-character Python loop) reads back exactly, through PostgreSQL's own array input."""
     from hypothesis import given, settings, strategies as st
 
     from chalicelib.db.engine import _flat_array
 
     assert _flat_array([1.5]) is None and _flat_array([[1]]) is None  # left to pg8000
-    assert _flat_array([True]) is None  # bool is not int here: pg8000's true/false
     with scratch.connect() as conn:
         def back(values, cast):
             return conn.execute(text(f"SELECT CAST(:v AS {cast})"), {"v": values}).scalar_one()
 
         assert back(TRICKY + [None], "TEXT[]") == TRICKY + [None]
         assert back([], "TEXT[]") == []
-        assert back([3, -1, 0, 2**40], "BIGINT[]") == [3, -1, 0, 2**40]
+        assert back([3, -1, 0, 2**40, None], "BIGINT[]") == [3, -1, 0, 2**40, None]
+        assert back([True, False, None], "BOOLEAN[]") == [True, False, None]
+        blobs = [b"", b"\x00\xff\\\"", bytes(range(256)), None]
+        assert [None if b is None else bytes(b) for b in back(blobs, "BYTEA[]")] == blobs
+        from datetime import datetime, timedelta, timezone
+        naive = [datetime(2026, 11, 26, 12, 0, 0, 123456), datetime(1999, 1, 1), None]
+        assert back(naive, "TIMESTAMP[]") == naive
+        aware = datetime(2026, 11, 26, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+        assert back([aware], "TIMESTAMP[]") == [datetime(2026, 11, 26, 10, 0)]  # in UTC
 
         @settings(max_examples=60, deadline=None)
         @given(st.lists(st.one_of(st.none(), st.text(
