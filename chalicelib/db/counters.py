@@ -163,9 +163,13 @@ def inserted_message_items(rows) -> list[tuple]:
     """The counter items ((key, n), sorted) of Message rows written with a bulk INSERT
     (column-name dicts), which no flush sees: +1 in each row's metrics."""
     deltas: Counter = Counter()
+    keys_of: dict[tuple, list] = {}  # a batch's rows mostly share their counted values
     for row in rows:
-        values = tuple(row.get(name) for name in _MESSAGE_ATTRS)
-        for key in _message_keys(row["server_id"], values):
+        values = (row["server_id"], *(row.get(name) for name in _MESSAGE_ATTRS))
+        keys = keys_of.get(values)
+        if keys is None:
+            keys = keys_of[values] = list(_message_keys(values[0], values[1:]))
+        for key in keys:
             deltas[key] += 1
     return sorted((key, n) for key, n in deltas.items() if n)
 
