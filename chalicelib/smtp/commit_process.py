@@ -30,7 +30,9 @@ How:
   `make run`'s supervisor sends to the whole process group, so that it is never stopped
   with answers still owed.
 Pickle is used only between this process and the child it started, over an unnamed socket
-pair: nothing else can write to it.
+pair: nothing else can write to it. A unit is handed over with a blocking send from the event
+loop: the child reads continuously, so the send waits only when the child is behind by more
+than the socket's buffer (~200 KB: a very large message while the child parses another).
 """
 from __future__ import annotations
 
