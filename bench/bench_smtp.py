@@ -261,29 +261,21 @@ def wait_committer(gateway) -> None:
 @contextlib.contextmanager
 def database_work(url: str, counts: dict):
     """Counts the transactions committed in the bench's database while the block runs
-    (``pg_stat_database.xact_commit``: the gateway's processes and its committer's alike;
-    each backend reports its counts when idle, at most once a second, hence the pauses)."""
-    import pg8000.dbapi
-    from sqlalchemy.engine import make_url
+    (``pg_stat_database.xact_commit``: the gateway's processes and its committer's alike),
+    read as bench_pipeline reads them (``settle_stats``: after each backend reported)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
 
-    parts = make_url(url)
+    from bench.bench_pipeline import settle_stats
 
-    def committed() -> int:
-        time.sleep(1.2)
-        conn = pg8000.dbapi.connect(user=parts.username, password=parts.password,
-                                    host=parts.host or "127.0.0.1", port=parts.port or 5432,
-                                    database=parts.database)
-        try:
-            cursor = conn.cursor()
-            cursor.execute("SELECT xact_commit FROM pg_stat_database "
-                           "WHERE datname = current_database()")
-            return int(cursor.fetchone()[0])
-        finally:
-            conn.close()
-
-    before = committed()
-    yield
-    counts["commits"] = committed() - before - 1  # less this connection's own
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        before, _ = settle_stats(engine)
+        yield
+        after, _ = settle_stats(engine)
+        counts["commits"] = after - before
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager

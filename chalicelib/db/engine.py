@@ -368,10 +368,11 @@ def use_named_statements() -> None:
     """From now on, new PostgreSQL connections of this process keep each statement they run
     (up to NAMED_STATEMENTS_PER_CONNECTION per connection) as a named prepared statement,
     with the description of its rows: the next run of the same SQL is Bind and Execute
-    only, without PostgreSQL parsing and planning it again nor pg8000 reading its columns (most of the database's time for the SMTP committer's small
-    statements). For a process that keeps its connections and runs a few statements
-    over and over: the gateway's committer process. Not for Lambda: RDS Proxy pins a
-    client's connection once it prepares statements, and a Lambda's pool is short-lived."""
+    only, without PostgreSQL parsing and planning it again (most of the database's time for
+    the SMTP committer's small statements) nor pg8000 reading its columns. For a process
+    that keeps its connections and runs a few statements over and over: the gateway's
+    committer process. Not for Lambda: RDS Proxy pins a client's connection once it
+    prepares statements, and a Lambda's pool is short-lived."""
     global _named_statements
     _named_statements = True
 

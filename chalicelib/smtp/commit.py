@@ -71,8 +71,8 @@ def _run_units(db: Session, units: list) -> list[object]:
     return results
 
 
-def _settle(future: Future, result: object) -> None:
-    """Answer one unit. A future already cancelled (aiosmtpd cancels the handler when its
+def settle(future: Future, result: object) -> None:
+    """Answer one unit (an exception ``result`` fails it). A future already cancelled (aiosmtpd cancels the handler when its
     client disconnects, and asyncio.wrap_future cancels the future) is skipped: raising here
     would leave the batch's other clients, whose mail is stored, without their 250 and kill
     the prepare thread."""
@@ -138,7 +138,7 @@ class GroupCommitter:
         try:
             unit.prepare()
         except BaseException as exc:  # noqa: BLE001  (this unit's own refusal: answer it)
-            _settle(future, exc)
+            settle(future, exc)
         else:
             self._queue.put(item)
 
@@ -163,7 +163,7 @@ class GroupCommitter:
                 log.exception("group commit failed")
                 for _, future in batch:
                     if not future.done():
-                        _settle(future, exc)
+                        settle(future, exc)
             if self.after_batch is not None:
                 self.after_batch()
 
@@ -178,13 +178,13 @@ class GroupCommitter:
                 pass
             else:
                 for (_, future), result in zip(batch, results):
-                    _settle(future, result)
+                    settle(future, result)
                 return
         for unit, future in batch:
             try:
                 with session_scope() as db:
                     result = _run_units(db, [unit])[0]
             except Exception as exc:  # noqa: BLE001  (this unit's own failure, nothing stored)
-                _settle(future, exc)
+                settle(future, exc)
             else:
-                _settle(future, result)
+                settle(future, result)

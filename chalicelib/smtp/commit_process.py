@@ -14,11 +14,12 @@ How:
   (the plain callables of mixed inbound mail) runs in this process's own committer, as do all
   units while the child is starting or restarting, so nothing waits for it.
 * The child (``python -m chalicelib.smtp.commit_process FD``) runs a GroupCommitter and
-  answers each unit with its result, a batch's answers in one frame. What the units did beyond their rows comes back with the
-  answers and is done here, in the gateway's process: the queue wake-ups sent after the commit
-  (to this process's queue port: SQS, `make run`'s broker or the in-process queue) and the
-  metric counts and the structured log lines (written to the gateway's log stream). A change
-  of the environment (of the settings) is sent along before the next unit.
+  answers each unit with its result, a batch's answers in one frame. What the units did
+  beyond their rows comes back with the answers and is done here, in the gateway's process:
+  the queue wake-ups sent after the commit (to this process's queue port: SQS, `make run`'s
+  broker or the in-process queue), the metric counts and the structured log lines (written
+  to the gateway's log stream). A change of the environment (of the settings) is sent along
+  before the next unit.
 * A child that dies (killed, out of memory) fails the units it held: their clients get 451
   and send again; a unit whose batch had committed is then stored twice, as when the whole
   gateway dies between the commit and the 250 (SMTP's at-least-once). The child is started
@@ -49,7 +50,7 @@ import time
 from concurrent.futures import Future
 
 from chalicelib import errors, observability, queues
-from chalicelib.smtp.commit import GroupCommitter, GroupUnit
+from chalicelib.smtp.commit import GroupCommitter, GroupUnit, settle
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,9 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 RESTART_PAUSES = (0.5, 1, 2, 5, 10, 30)
 
 
-def _send(sock: socket.socket, lock: threading.Lock, message: object) -> None:
+def _frame(message: object) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    with lock:
-        sock.sendall(_HEADER.pack(len(data)) + data)
+    return _HEADER.pack(len(data)) + data
 
 
 def _frames(sock: socket.socket):
@@ -73,8 +73,9 @@ def _frames(sock: socket.socket):
             head = stream.read(_HEADER.size)
             if len(head) < _HEADER.size:
                 return
-            body = stream.read(_HEADER.unpack(head)[0])
-            if len(body) < _HEADER.unpack(head)[0]:
+            (size,) = _HEADER.unpack(head)
+            body = stream.read(size)
+            if len(body) < size:
                 return
             yield pickle.loads(body)
     except OSError:
@@ -93,16 +94,17 @@ def _portable(result: object) -> object:
     return ("ok", result)
 
 
-def _restored(kind: str, *fields) -> tuple[bool, object]:
+def _restored(kind: str, *fields) -> object:
+    """The result ``_portable`` sent: the value, or the exception that fails the unit."""
     if kind == "ok":
-        return True, fields[0]
+        return fields[0]
     if kind == "service_error":
         cls, message, field, state = fields
         exc = cls.__new__(cls)
         errors.ServiceError.__init__(exc, message, field=field)
         exc.__dict__.update(state)
-        return False, exc
-    return False, RuntimeError(f"in the committer process: {fields[0]}")
+        return exc
+    return RuntimeError(f"in the committer process: {fields[0]}")
 
 
 class CommitterProcess:
@@ -154,8 +156,7 @@ class CommitterProcess:
             ident = self._next
             self._pending[ident] = future
             try:
-                data_out = pickle.dumps((ident, unit, env), protocol=pickle.HIGHEST_PROTOCOL)
-                sock.sendall(_HEADER.pack(len(data_out)) + data_out)
+                sock.sendall(_frame((ident, unit, env)))
             except OSError:  # the child is gone: the reader fails what it held
                 self._pending.pop(ident, None)
                 return self.local.submit(unit)
@@ -218,7 +219,7 @@ class CommitterProcess:
                     log.error("SMTP committer process ended (exit %s) holding %d message(s): "
                               "answered 451, their clients send them again", code, len(lost))
                 for future in lost.values():
-                    _settle(future, False, RuntimeError("the committer process ended"))
+                    settle(future, RuntimeError("the committer process ended"))
             if self._stopping:
                 return
             failures = 0 if time.monotonic() - started > 60 else failures + 1
@@ -242,19 +243,7 @@ class CommitterProcess:
                 futures = [self._pending.pop(ident, None) for ident, _ in answers]
             for future, (_, result) in zip(futures, answers):
                 if future is not None:
-                    _settle(future, *_restored(*result))
-
-
-def _settle(future: Future, ok: bool, value: object) -> None:
-    if future.done():  # cancelled: the client left (see commit._settle)
-        return
-    try:
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-    except Exception:  # noqa: BLE001  (cancelled meanwhile)
-        pass
+                    settle(future, _restored(*result))
 
 
 # --- the child -------------------------------------------------------------------------------
@@ -343,15 +332,17 @@ def main(argv: list[str]) -> int:
                 return
             answers = outbox[:]
             outbox.clear()
+        data = _frame((answers, *collected.take()))
         try:
-            _send(sock, lock, (answers, *collected.take()))
+            with lock:
+                sock.sendall(data)
         except OSError:  # the gateway is gone
             pass
         observability.flush()
 
     # This thread only reads the socket: it parses too (prepare_inline).
     committer = GroupCommitter(prepare_inline=True, after_batch=send_answers)
-    _send(sock, lock, "ready")
+    sock.sendall(_frame("ready"))
     for ident, unit, env in _frames(sock):
         if env is not None:
             _apply_environment(env)

@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import concurrent.futures
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from aiosmtpd.smtp import SMTP
 
@@ -80,7 +79,7 @@ class OutboundRelay:
         # The listener is made in the relay's own thread: the caller's thread may already
         # run an event loop (Playwright's sync API does), where run_until_complete refuses.
         self._loop = asyncio.new_event_loop()
-        ready: concurrent.futures.Future = concurrent.futures.Future()
+        ready: Future = Future()
         self._thread = threading.Thread(target=self._serve, args=(ready,), name="smtp-relay",
                                         daemon=True)
         self._thread.start()
@@ -88,7 +87,7 @@ class OutboundRelay:
         log.info("outbound relay listening on %s:%s", self.host, self.port)
         return self
 
-    def _serve(self, ready: concurrent.futures.Future) -> None:
+    def _serve(self, ready: Future) -> None:
         loop = self._loop
         asyncio.set_event_loop(loop)
         try:

@@ -19,8 +19,6 @@ from chalicelib.services.mime.base import (
 )
 
 
-
-
 class _HeaderClasses(HeaderRegistry):
     """The standard header registry, but each header name's class is made once: the stock
     ``HeaderRegistry.__getitem__`` builds a new class with ``type()`` for every header it
@@ -54,11 +52,11 @@ PARSE_POLICY = email_policy.default.clone(header_factory=_HeaderClasses())
 
 class HeaderBlock:
     """A message's headers as ``BytesParser(policy=PARSE_POLICY)`` reads them (``get``,
-    ``get_all``, ``raw_items``), each header object made when asked for. The email package splits the
-    lines (compat32 stores each value exactly as policy.default does); parsed with
-    policy.default, the parser's close() would also build the Content-Type header object to
-    check for a multipart, which readers of a few headers never need (half the cost of
-    reading a submission's originator, bench_smtp profile)."""
+    ``get_all``, ``raw_items``), each header object made when asked for. The email package
+    splits the lines (compat32 stores each value exactly as policy.default does); parsed
+    with policy.default, the parser's close() would also build the Content-Type header
+    object to check for a multipart, which readers of a few headers never need (half the
+    cost of reading a submission's originator, bench_smtp profile)."""
 
     def __init__(self, raw: bytes):
         from email.parser import BytesParser  # the parser is not loaded at cold start
@@ -82,6 +80,7 @@ class HeaderBlock:
             if key.lower() == name:
                 return PARSE_POLICY.header_fetch_parse(key, value)
         return failobj
+
 
 def normalize_line_endings(data: bytes) -> bytes:
     """Turn every CRLF, bare CR and bare LF into CRLF (also accepts ``str``). After this, the

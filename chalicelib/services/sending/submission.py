@@ -20,7 +20,7 @@ import functools
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
@@ -299,13 +299,13 @@ _HTML_PART = re.compile(rb"(?im)^content-type:[ \t]*text/html")
 _HEADER_END = b"\r\n\r\n"
 
 
-def _ensure_header(raw: bytes, name: bytes, value) -> bytes:
-    """``raw`` with a ``name`` header in front unless it has one; ``value``: the bytes, or
-    a function making them (only called when the header is missing)."""
+def _ensure_header(raw: bytes, name: bytes, value: Callable[[], bytes]) -> bytes:
+    """``raw`` with a ``name`` header in front unless it has one; ``value()`` makes its
+    value, only when the header is missing."""
     head = raw.split(_HEADER_END, 1)[0]
     if re.search(rb"(?im)^" + re.escape(name) + rb":", head):
         return raw
-    return name + b": " + (value() if callable(value) else value) + b"\r\n" + raw
+    return name + b": " + value() + b"\r\n" + raw
 
 
 @dataclass
@@ -356,7 +356,7 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
     raw = _ensure_header(raw, b"Date", lambda: format_datetime(
         clock.now().replace(tzinfo=timezone.utc)).encode())
     generated = f"{secrets.token_hex(16)}@{domain.name}"
-    with_id = _ensure_header(raw, b"Message-ID", f"<{generated}>".encode())
+    with_id = _ensure_header(raw, b"Message-ID", lambda: f"<{generated}>".encode())
     # Read as feedback reports' copies are read (complaints.py), folded or not.
     message_id = parsed.message_id if with_id is raw else generated
     raw = with_id
