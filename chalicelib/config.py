@@ -347,7 +347,11 @@ KEYS: tuple[Key, ...] = (
     _env("SUPPRESSION_EXPIRY_DAYS", 30, int, "How long a hard-failed recipient stays suppressed."),
     _env("SMTP_HOSTNAME", "localhost", str,
          "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
-    _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
+    _env("RETURN_PATH_DOMAIN", "", str,
+         "Domain of per-message return-path addresses, which tenants' return-path CNAMEs "
+         "point at; empty: rp.<SMTP_HOSTNAME>. Publish its SPF record, v=spf1 "
+         "include:<SPF_INCLUDE> ~all (receivers evaluate every return path's SPF there), and "
+         "an MX to the gateway."),
     _env("FBL_ADDRESSES", "", str,
          "Comma-separated addresses the gateway accepts feedback (ARF) reports at, as registered "
          "with mailbox providers' feedback loops; reports to a return-path address are always read."),
