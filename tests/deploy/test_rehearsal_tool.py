@@ -98,3 +98,32 @@ def test_rehearse_deps_does_nothing_when_everything_is_installed():
     result = _make_rehearse_deps()
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "rehearse-deps: docker.io busybox-static debootstrap installed"
+
+
+# --- where the rehearsal checks delivery (REHEARSE_SERVE=1 with DELIVERY_RELAY) ---------------
+
+def test_with_a_delivery_relay_delivery_is_checked_at_the_relay_not_the_rehearsals_mx(capsys):
+    """DELIVERY_RELAY=host:port sends the deployment's mail there: the scenario reads the
+    message's delivery attempt instead of waiting at its own MX (which would never see it)."""
+    import types
+
+    import scenario  # infra/rehearsal/scenario.py
+
+    attempts = {"deliveries": [{"status": "Sent", "code": 250, "host": "127.0.0.1:19025"}]}
+    asked = []
+
+    def server_api(method, path, body=None):
+        asked.append((method, path))
+        return types.SimpleNamespace(json=lambda: {"data": attempts})
+
+    class NoMX:
+        def received_for(self, to):
+            raise AssertionError("the rehearsal's MX is not where this mail goes")
+
+    run = types.SimpleNamespace(relay="127.0.0.1:19025", server_api=server_api, mx=NoMX())
+    scenario.Rehearsal.delivered(run, 7, "before-upgrade@example.net")
+    assert asked == [("GET", "/api/v2/server/messages/7/deliveries")]
+    assert "ok: message 7 was handed to DELIVERY_RELAY 127.0.0.1:19025" in capsys.readouterr().out
+    attempts["deliveries"][0].update(status="SoftFail", code=None)
+    with pytest.raises(SystemExit, match="rehearsal failed: message 7 was handed"):
+        scenario.Rehearsal.delivered(run, 7, "before-upgrade@example.net")
