@@ -124,33 +124,50 @@ def _spf_lookups(record: str, depth: int, seen: set[str]) -> int:
     return count
 
 
-def _check_spf(p: dict) -> dict:
-    name, include = p["name"], p["spf_include"]
-    expected = f"v=spf1 ... include:{include} ... ~all"
+def _spf_records(txt: list[str]) -> list[str]:
+    return [t for t in txt if t.lower() == "v=spf1" or t.lower().startswith("v=spf1 ")]
+
+
+def _one_spf(kind: str, name: str, expected: str, missing: str, several: str):
+    """``(the one v=spf1 record at name, None)``, or ``(None, the check's answer)`` when the
+    lookup fails, there is none (``missing``) or there are several (``several``)."""
     try:
         txt = dns_lookup.txt_strings(name)
     except dns_lookup.FAILED as exc:
-        return _error("spf", name, "TXT", expected, exc)
+        return None, _error(kind, name, "TXT", expected, exc)
     spf = _spf_records(txt)
     if not spf:
-        return _record("spf", name, "TXT", expected, [], MISSING,
-                       f"publish an SPF record that includes {include}")
+        return None, _record(kind, name, "TXT", expected, [], MISSING, missing)
     if len(spf) > 1:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"{len(spf)} SPF records: receivers treat several as an error "
-                       "(permerror); merge them into one")
-    terms = [t.lower().lstrip("+") for t in spf[0].split()]
-    if f"include:{include.lower()}" not in terms:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"the SPF record does not include {include}")
-    lookups = _spf_lookups(spf[0], 0, {name})
+        return None, _record(kind, name, "TXT", expected, spf, MISMATCH,
+                             f"{len(spf)} SPF records{several}: receivers treat several as an "
+                             "error (permerror); merge them into one")
+    return spf[0], None
+
+
+def _counted(kind: str, name: str, expected: str, record: str, ok: str, what: str) -> dict:
+    """The record's DNS lookups counted: more than 10 is a mismatch, else ``ok``."""
+    lookups = _spf_lookups(record, 0, {name})
     if lookups > SPF_MAX_LOOKUPS:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"the SPF record needs more than {SPF_MAX_LOOKUPS} DNS lookups "
-                       f"({lookups} counted): receivers fail it (permerror)",
-                       lookups=lookups)
-    return _record("spf", name, "TXT", expected, spf, OK,
-                   f"includes {include}; {lookups} DNS lookup(s)", lookups=lookups)
+        return _record(kind, name, "TXT", expected, [record], MISMATCH,
+                       f"{what} needs more than {SPF_MAX_LOOKUPS} DNS lookups "
+                       f"({lookups} counted): receivers fail it (permerror)", lookups=lookups)
+    return _record(kind, name, "TXT", expected, [record], OK,
+                   f"{ok}; {lookups} DNS lookup(s)", lookups=lookups)
+
+
+def _check_spf(p: dict) -> dict:
+    name, include = p["name"], p["spf_include"]
+    expected = f"v=spf1 ... include:{include} ... ~all"
+    spf, answer = _one_spf("spf", name, expected,
+                           f"publish an SPF record that includes {include}", "")
+    if answer:
+        return answer
+    terms = [t.lower().lstrip("+") for t in spf.split()]
+    if f"include:{include.lower()}" not in terms:
+        return _record("spf", name, "TXT", expected, [spf], MISMATCH,
+                       f"the SPF record does not include {include}")
+    return _counted("spf", name, expected, spf, f"includes {include}", "the SPF record")
 
 
 def check_dkim(p: dict, selector: str, state: str, expected: str, public_key: str) -> dict:
@@ -180,10 +197,6 @@ def _check_cname(kind: str, name: str, target: str) -> dict:
     return _record(kind, name, "CNAME", target, [found], OK, "points at us")
 
 
-def _spf_records(txt: list[str]) -> list[str]:
-    return [t for t in txt if t.lower() == "v=spf1" or t.lower().startswith("v=spf1 ")]
-
-
 def _check_return_path_spf(p: dict, cname: dict) -> dict:
     """SPF as receivers evaluate it for the domain's envelope senders. Through a return-path
     CNAME that leads to us, the TXT found at the tenant's host IS the installation's record
@@ -201,37 +214,24 @@ def _check_return_path_spf(p: dict, cname: dict) -> dict:
              f"{p['name']}'s mail uses until {host} is a CNAME to it)")
     fix = (f"the installation's operator publishes {installation} TXT \"{expected}\" "
            "(docs/deploying.md; a tenant cannot)")
-    try:
-        txt = dns_lookup.txt_strings(name)
-    except dns_lookup.FAILED as exc:
-        return _error("return_path_spf", name, "TXT", expected, exc)
-    spf = _spf_records(txt)
-    if not spf:
-        return _record("return_path_spf", name, "TXT", expected, [], MISSING,
-                       f"no SPF record at {where}: receivers find SPF none for this "
-                       f"domain's bounce addresses; {fix}")
-    if len(spf) > 1:
-        return _record("return_path_spf", name, "TXT", expected, spf, MISMATCH,
-                       f"{len(spf)} SPF records at {where}: receivers treat several as an "
-                       f"error (permerror); {fix}, and only it")
-    terms = [t.lower() for t in spf[0].split()[1:]]
+    spf, answer = _one_spf(
+        "return_path_spf", name, expected,
+        f"no SPF record at {where}: receivers find SPF none for this domain's bounce "
+        f"addresses; {fix}", f" at {where} (the installation's)")
+    if answer:
+        return answer
+    terms = [t.lower() for t in spf.split()[1:]]
     if "all" in terms or "+all" in terms:
-        return _record("return_path_spf", name, "TXT", expected, spf, MISMATCH,
+        return _record("return_path_spf", name, "TXT", expected, [spf], MISMATCH,
                        f"the SPF record at {where} authorises every address (+all); {fix}")
     if f"include:{include.lower()}" not in [t.lstrip("+") for t in terms] and \
             f"redirect={include.lower()}" not in terms:
-        return _record("return_path_spf", name, "TXT", expected, spf, MISMATCH,
+        return _record("return_path_spf", name, "TXT", expected, [spf], MISMATCH,
                        f"the SPF record at {where} does not authorise our sending addresses "
                        f"(it neither includes nor redirects to {include}); {fix}")
-    lookups = _spf_lookups(spf[0], 0, {name})
-    if lookups > SPF_MAX_LOOKUPS:
-        return _record("return_path_spf", name, "TXT", expected, spf, MISMATCH,
-                       f"the SPF record at {where} needs more than {SPF_MAX_LOOKUPS} DNS "
-                       f"lookups ({lookups} counted): receivers fail it (permerror)",
-                       lookups=lookups)
-    return _record("return_path_spf", name, "TXT", expected, spf, OK,
-                   f"authorises our sending addresses (through {include}) at {where}; "
-                   f"{lookups} DNS lookup(s)", lookups=lookups)
+    return _counted("return_path_spf", name, expected, spf,
+                    f"authorises our sending addresses (through {include}) at {where}",
+                    f"the SPF record at {where}")
 
 
 def _check_dmarc(p: dict) -> dict:
