@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-sqlite test-postgres migrate migration bench clean rehearse
+.PHONY: install run test test-sqlite test-postgres migrate migration bench clean rehearse \
+	rehearse-deps
 
 # Progress is shown step by step, then pip's own line per package (a fresh clone takes about
 # a minute: silence there looked like a hang).
@@ -43,9 +44,26 @@ test-sqlite: install
 	env -u TEST_DATABASE_URL $(PY) -m pytest $(PYTEST_ARGS)
 
 ## A deploy rehearsed end to end on a simulated AWS, offline (docs/deploying-rehearsal.md);
-## REHEARSE_SERVE=1 leaves it serving. Needs root's docker.io, busybox-static, debootstrap.
+## REHEARSE_SERVE=1 leaves it serving. Needs docker.io, busybox-static, debootstrap: make rehearse-deps.
 rehearse: install
 	$(PY) infra/rehearsal/rehearse.py
+
+## What `make rehearse` needs from Debian, installed as root (.ci/run calls this): the docker
+## engine (the simulated Lambda runs each invocation in a container), busybox-static (moto
+## copies code through a busybox container), debootstrap (the Lambda runtime image).
+REHEARSE_DEPS := docker.io busybox-static debootstrap
+rehearse-deps:
+	@missing=$$(for p in $(REHEARSE_DEPS); do \
+	  dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "rehearse-deps: $(REHEARSE_DEPS) installed"; exit 0; fi; \
+	missing=$$(echo $$missing); \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "rehearse-deps: $$missing missing; installing Debian packages needs root:" \
+	    "sudo make rehearse-deps (or: sudo apt-get install $$missing)" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null || { echo "rehearse-deps: no apt-get: install $$missing" \
+	  "(Debian's packages) by hand" >&2; exit 1; }; \
+	echo "rehearse-deps: apt-get install $$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null
 
 migrate: install
 	$(PY) -m chalicelib.db.migrate

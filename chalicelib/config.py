@@ -227,7 +227,7 @@ KEYS: tuple[Key, ...] = (
     _spec("auth.minimum_password_length", 8, int, "Minimum password length (registration, reset, change)."),
     _spec("auth.allow_registration", False, _parse_bool, "Allow self-registration."),
     _spec("auth.allow_organization_creation", True, _parse_bool, "Allow signed-in users to create organizations."),
-    _spec("auth.frontend_url", "", str, "Where password-reset, invitation and SSO links point; empty: the console served at PUBLIC_URL (http://HOST:PORT locally)."),
+    _spec("auth.frontend_url", "", str, "Where password-reset, invitation and SSO links point; empty: the console served at PUBLIC_URL (http://localhost:PORT locally)."),
     _spec("password_reset_expiry_hours", 2, int, "Password reset token lifetime in hours."),
     _spec("invitation_expiry_days", 7, int, "Invitation lifetime in days."),
     _spec("smtp_server.max_message_size", 14 * MB, _parse_size,
@@ -347,7 +347,11 @@ KEYS: tuple[Key, ...] = (
     _env("SUPPRESSION_EXPIRY_DAYS", 30, int, "How long a hard-failed recipient stays suppressed."),
     _env("SMTP_HOSTNAME", "localhost", str,
          "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
-    _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
+    _env("RETURN_PATH_DOMAIN", "", str,
+         "Domain of per-message return-path addresses, which tenants' return-path CNAMEs "
+         "point at; empty: rp.<SMTP_HOSTNAME>. Publish its SPF record, v=spf1 "
+         "include:<SPF_INCLUDE> ~all (receivers evaluate every return path's SPF there), and "
+         "an MX to the gateway."),
     _env("FBL_ADDRESSES", "", str,
          "Comma-separated addresses the gateway accepts feedback (ARF) reports at, as registered "
          "with mailbox providers' feedback loops; reports to a return-path address are always read."),
@@ -394,7 +398,9 @@ KEYS: tuple[Key, ...] = (
          "POST .../domains/{name}/verify first looks the verification TXT record up in DNS "
          "(422 naming the record when it is not there). Off: verify only marks the domain "
          "verified, as the spec reads; the deployed stages turn it on."),
-    _env("PUBLIC_URL", "", str, "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT."),
+    _env("PUBLIC_URL", "", str,
+         "Base URL of the HTTP API for tracking links; empty: http://HOST:PORT, with "
+         "localhost for a loopback HOST (what `make run`'s banner prints)."),
     _env("TRACKING_MACHINE_SECONDS", 5.0, float,
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
     _env("QUEUE_BACKEND", "local", str, "'local' (an in-memory schedule: `make run`'s processes share it) or 'sqs'."),
@@ -440,18 +446,45 @@ KEYS: tuple[Key, ...] = (
     _env("WEBAUTHN_RP_ID", "", str,
          "Passkeys' relying-party id: the console's host name or a registrable suffix of it "
          "(passkeys work for that domain and its subdomains; changing it orphans every "
-         "registered passkey). Empty: the host of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
+         "registered passkey). Empty: the host of AUTH_FRONTEND_URL, else of PUBLIC_URL, "
+         "with localhost for a loopback address (browsers refuse an IP address)."),
     _env("WEBAUTHN_RP_NAME", "Email service", str,
          "The name a browser shows for this installation when a passkey is made or used."),
     _env("WEBAUTHN_ORIGINS", "", str,
          "Origins (scheme://host[:port]) whose pages may register and use passkeys, "
-         "comma-separated; empty: the origin of AUTH_FRONTEND_URL, else of PUBLIC_URL."),
+         "comma-separated; empty: the origin of AUTH_FRONTEND_URL, else of PUBLIC_URL "
+         "(a loopback address as localhost, as WEBAUTHN_RP_ID)."),
     _env("PASSWORD_HASH_TIME_COST", 3, int, "argon2id iterations; hashes made otherwise are upgraded at login."),
     _env("PASSWORD_HASH_MEMORY_KIB", 65536, int, "argon2id memory in KiB (64 MiB default)."),
     _env("PASSWORD_HASH_PARALLELISM", 4, int, "argon2id lanes."),
 )
 
 KEYS_BY_ATTR = {key.attr: key for key in KEYS}
+
+
+def browser_host(host: str) -> str:
+    """The name a browser on this machine uses for ``host``: ``localhost`` for a loopback or
+    unspecified address (127.0.0.1, ::1, 0.0.0.0, ::), since browsers accept a host name,
+    never an IP address, as the relying-party id of passkeys; else ``host`` (an IPv6
+    address in brackets)."""
+    import ipaddress
+
+    bare = (host or "").strip().strip("[]")
+    if bare.lower() == "localhost":
+        return "localhost"
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return bare
+    if address.is_loopback or address.is_unspecified:
+        return "localhost"
+    return f"[{bare}]" if address.version == 6 else bare
+
+
+def local_url(host: str, port: int) -> str:
+    """``http://<browser_host(host)>:<port>``: where the local stack answers a browser, the
+    address `make run`'s banner prints and PUBLIC_URL's default."""
+    return f"http://{browser_host(host)}:{port}"
 
 
 class Settings(BaseModel):
@@ -589,7 +622,7 @@ class Settings(BaseModel):
 
     @property
     def effective_public_url(self) -> str:
-        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+        return (self.public_url or local_url(self.host, self.port)).rstrip("/")
 
     @property
     def effective_frontend_url(self) -> str:
@@ -602,7 +635,8 @@ class Settings(BaseModel):
             return self.webauthn_rp_id.strip().rstrip(".").lower()
         from urllib.parse import urlsplit
 
-        return (urlsplit(self.effective_frontend_url).hostname or self.host).lower()
+        # A loopback address becomes localhost: browsers refuse an IP address as the id.
+        return browser_host(urlsplit(self.effective_frontend_url).hostname or self.host).lower()
 
     @property
     def effective_webauthn_origins(self) -> list[str]:
@@ -612,7 +646,8 @@ class Settings(BaseModel):
         from urllib.parse import urlsplit
 
         parts = urlsplit(self.effective_frontend_url)
-        return [f"{parts.scheme}://{parts.netloc}"]
+        host = browser_host(parts.hostname or self.host)
+        return [f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")]
 
     def scaled(self, seconds: float) -> float:
         """A scheduled delay after TIME_SCALE."""

@@ -176,3 +176,9 @@ log "done: stage $STAGE runs $TAG"
 echo "API:  $(stack_output PublicUrl)"
 echo "SMTP: $(stack_output GatewayLoadBalancerDnsName) (ports 25, 465, 587)"
 echo "Admin API key: aws secretsmanager get-secret-value --secret-id $(stack_output AdminApiKeySecretArn) --query SecretString --output text"
+echo "DNS records to publish (docs/deploying.md, first deploy step 3; a domain's check reports"
+echo "the return path's SPF as return_path_spf):"
+for output in ReturnPathSpfRecord SpfIncludeRecord; do
+  record="$(stack_output "$output")"
+  if [ -n "$record" ] && [ "$record" != None ]; then echo "  $record"; fi
+done

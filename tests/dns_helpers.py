@@ -45,6 +45,16 @@ def publish(zone: LoopbackDNS, records: dict, *only: str) -> None:
             values.append(value)
 
 
+def publish_return_path_spf(zone: LoopbackDNS, value: str | None = None) -> str:
+    """The operator's SPF record at RETURN_PATH_DOMAIN (by default the one the service asks
+    for); returns its name."""
+    from chalicelib.services.domains.records import return_path_spf
+
+    record = return_path_spf()
+    zone.zone[(fq(record["name"]), "TXT")] = [txt(value or record["value"])]
+    return record["name"]
+
+
 def check(api: Api, tenant, name: str | None = None) -> dict:
     return Api.data(api.get(tenant.server_path +
                             f"/domains/{name or tenant.domain}/check"))["check"]

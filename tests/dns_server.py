@@ -12,9 +12,11 @@ import dns.rrset
 
 
 class LoopbackDNS:
-    """A tiny authoritative DNS server over UDP answering from ``zone`` ({(name, type):
-    [values]}, names fully qualified; NXDOMAIN for names it does not hold). The zone may be
-    changed while it serves (a test publishing a record)."""
+    """A tiny DNS server over UDP answering from ``zone`` ({(name, type): [values]}, names
+    fully qualified; NXDOMAIN for names it does not hold). The zone may be changed while it
+    serves (a test publishing a record). A question about another type at a name holding a
+    CNAME is answered as a recursive resolver answers it: the CNAME, then the answer at its
+    target (an SPF lookup of a tenant's return-path host reaches the installation's TXT)."""
 
     def __init__(self, zone: dict):
         self.zone = zone
@@ -34,17 +36,26 @@ class LoopbackDNS:
             response = dns.message.make_response(query)
             question = query.question[0]
             name, rdtype = question.name.to_text(), dns.rdatatype.to_text(question.rdtype)
-            known = {n for n, _ in self.zone}
-            if name not in known:
-                response.set_rcode(dns.rcode.NXDOMAIN)
-            elif (name, rdtype) in self.zone:
-                values = [" ".join(map(str, v)) if isinstance(v, tuple) else v
-                          for v in self.zone[(name, rdtype)]]
-                response.answer.append(dns.rrset.from_text(name, 60, "IN", rdtype, *values))
+            for _ in range(8):  # CNAME chain, at most 8 links
+                known = {n for n, _ in self.zone}
+                if name not in known:
+                    response.set_rcode(dns.rcode.NXDOMAIN)
+                elif (name, rdtype) in self.zone:
+                    response.answer.append(self._rrset(name, rdtype))
+                elif (name, "CNAME") in self.zone:
+                    response.answer.append(self._rrset(name, "CNAME"))
+                    name = self.zone[(name, "CNAME")][0].lower()
+                    continue
+                break
             try:
                 self.sock.sendto(response.to_wire(), peer)
             except OSError:  # closed at teardown while answering a resolver's retry
                 return
+
+    def _rrset(self, name: str, rdtype: str) -> dns.rrset.RRset:
+        values = [" ".join(map(str, v)) if isinstance(v, tuple) else v
+                  for v in self.zone[(name, rdtype)]]
+        return dns.rrset.from_text(name, 60, "IN", rdtype, *values)
 
     def close(self):
         self.sock.close()

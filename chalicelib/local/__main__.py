@@ -25,6 +25,17 @@ def _outgoing(settings) -> str:
     return "delivered to the recipients' MX hosts over the internet (DELIVERY_RELAY=mx)"
 
 
+def _return_path(settings) -> str:
+    """Where bounces come back, and the SPF record receivers evaluate for it."""
+    from chalicelib.services.domains.records import return_path_spf
+
+    record = return_path_spf(settings)
+    return (f"<token>@{record['name']} (tenants' return-path CNAMEs lead there): before "
+            f"delivering for real publish {record['name']} TXT \"{record['value']}\" and "
+            f"the sending addresses at {settings.effective_spf_include}, else SPF is none "
+            "for every return path (docs/deploying.md)")
+
+
 def _database(settings) -> str:
     """DATABASE_URL without its password; with DATABASE_OWNER_URL, whom migrations run as."""
     from sqlalchemy.engine import make_url
@@ -84,6 +95,7 @@ def main() -> int:
     print("queue        wake-ups in memory (the rows are the truth: the sweeper re-wakes what "
           "a stop or a killed worker lost); Ctrl-C stops everything", flush=True)
     print(f"outgoing     {_outgoing(settings)}", flush=True)
+    print(f"return path  {_return_path(settings)}", flush=True)
     if settings.metrics_backend == "prometheus":
         print(f"metrics      {stack.base_url}/metrics (Prometheus text)", flush=True)
     print(f"logs         {settings.log_format} lines on stdout (LOG_FORMAT=json|text)", flush=True)

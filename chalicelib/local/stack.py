@@ -9,7 +9,7 @@ import threading
 import time
 
 from chalicelib import queues
-from chalicelib.config import Settings, get_settings
+from chalicelib.config import Settings, get_settings, local_url
 from chalicelib.db import migrate, session_scope, tenancy
 from chalicelib.local.http_server import HttpServer
 from chalicelib.db.models import Message, WebhookRequest
@@ -113,7 +113,7 @@ class LocalStack:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.settings.host}:{self.http_port}"
+        return local_url(self.settings.host, self.http_port)
 
     def start(self) -> "LocalStack":
         self.notes = prepare(self.settings)

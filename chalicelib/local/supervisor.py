@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from chalicelib import observability, queues
-from chalicelib.config import Settings
+from chalicelib.config import Settings, local_url
 from chalicelib.local.broker import BROKER_ENV, Broker, Tally
 from chalicelib.local.stack import Housekeeping, prepare
 
@@ -104,7 +104,7 @@ class Supervisor:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.settings.host}:{self.http_port}"
+        return local_url(self.settings.host, self.http_port)
 
     def start(self) -> "Supervisor":
         settings = self.settings

@@ -10,11 +10,19 @@ export function supported() {
     && typeof PKC.parseRequestOptionsFromJSON === 'function' && navigator.credentials);
 }
 
-function browserError(err) {
+function browserError(err, rpId) {
   // NotAllowedError: the person closed the prompt, it timed out, or no passkey was chosen.
   if (err && err.name === 'NotAllowedError') return new ApiError(0, 'PasskeyCancelled', 'No passkey was used: the prompt was closed or timed out.');
   if (err && err.name === 'InvalidStateError') return new ApiError(0, 'PasskeyExists', 'This authenticator already holds a passkey for your account.');
-  if (err && err.name === 'SecurityError') return new ApiError(0, 'PasskeyOrigin', 'This page’s address is not the one passkeys are set up for on this installation (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS).');
+  if (err && err.name === 'SecurityError') {
+    const here = window.location.hostname;
+    // The relying party names another host (localhost, the page at 127.0.0.1): say where to go.
+    if (rpId && here !== rpId && !here.endsWith(`.${rpId}`)) {
+      const there = `${window.location.protocol}//${rpId}${window.location.port ? `:${window.location.port}` : ''}/`;
+      return new ApiError(0, 'PasskeyOrigin', `Passkeys on this installation belong to ${rpId}, not ${here}: open the console at ${there} (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS).`);
+    }
+    return new ApiError(0, 'PasskeyOrigin', 'This page’s address is not the one passkeys are set up for on this installation (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS).');
+  }
   return err;
 }
 
@@ -29,7 +37,7 @@ export async function register(password, name) {
   let credential;
   try {
     credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(begun.options) });
-  } catch (err) { throw browserError(err); }
+  } catch (err) { throw browserError(err, begun.options.rp && begun.options.rp.id); }
   return (await post('/auth/passkeys', { ceremony: begun.ceremony, credential: credential.toJSON(), name: name || null })).passkey;
 }
 
@@ -41,6 +49,6 @@ export async function signIn(credentials = {}) {
   let credential;
   try {
     credential = await navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(begun.options) });
-  } catch (err) { throw browserError(err); }
+  } catch (err) { throw browserError(err, begun.options.rpId); }
   return post('/auth/passkeys/login', { ceremony: begun.ceremony, credential: credential.toJSON() }, { auth: false });
 }

@@ -48,7 +48,7 @@ def ensure_docker() -> None:
     if docker_ready():
         return
     if not shutil.which("dockerd"):
-        raise SystemExit("no docker engine: apt-get install docker.io (make rehearse-deps)")
+        raise SystemExit("no docker engine: make rehearse-deps (as root: apt-get install docker.io)")
     log = open(DOCKERD_LOG, "ab")
     subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false", "--ip-forward=false",
                       "--ip-masq=false", "--host-gateway-ip=127.0.0.1"],
@@ -97,7 +97,7 @@ def ensure_busybox() -> None:
         return
     binary = shutil.which("busybox") or "/bin/busybox"
     if not os.path.exists(binary):
-        raise SystemExit("no busybox: apt-get install busybox-static")
+        raise SystemExit("no busybox: make rehearse-deps (as root: apt-get install busybox-static)")
     with tempfile.TemporaryDirectory() as rootfs:
         os.makedirs(os.path.join(rootfs, "bin"))
         shutil.copy2(binary, os.path.join(rootfs, "bin", "busybox"))
@@ -162,7 +162,7 @@ def ensure_runtime() -> str:
     if _exists(tag):
         return tag
     if not shutil.which("debootstrap"):
-        raise SystemExit("no debootstrap: apt-get install debootstrap")
+        raise SystemExit("no debootstrap: make rehearse-deps (as root: apt-get install debootstrap)")
     print(f"==> building the Lambda runtime image {tag} (debootstrap bookworm, once)", flush=True)
     work = tempfile.mkdtemp(prefix="rehearsal-rootfs-")
     rootfs = os.path.join(work, "rootfs")

@@ -3,11 +3,13 @@ outputs the Chalice configuration relies on, the gateway image's Dockerfile, the
 and the secret bootstrap the functions run at cold start."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -139,23 +141,14 @@ def test_only_the_migrate_function_connects_as_the_owner():
     assert "email_service_app@" in url["Fn::If"][1]["Fn::Sub"]
 
 
-def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch):
-    """With DeliverySubnetCidrA/B the stack gives the deliveries worker subnets of its own
-    whose only way out is a NAT gateway with an Elastic IP it allocates (the sending address
-    AWS lifts port 25 for and gives reverse DNS); created here by moto's CloudFormation."""
+@contextlib.contextmanager
+def _moto_account(monkeypatch):
+    """A VPC with a private and a public subnet in moto, and ``outputs(probe, name, cidrs)``:
+    the outputs of a stack of ``probe`` (a part of the template) made by moto's
+    CloudFormation, with DeliverySubnetCidrA/B set to ``cidrs``."""
     moto = pytest.importorskip("moto")
     import boto3
 
-    template = _template()
-    for stage in json.load(open(os.path.join(ROOT, ".chalice", "config.json"),
-                                encoding="utf-8"))["stages"].values():
-        assert stage["lambda_functions"]["deliveries_worker"]["subnet_ids"] == \
-            ["${DeliverySubnetIds}"]
-    network = {name: res for name, res in template["Resources"].items()
-               if name.startswith("Delivery") and res["Type"].startswith("AWS::EC2::")}
-    assert {res["Condition"] for res in network.values()} == {"HasDeliveryEgress"}
-    probe = json.loads(json.dumps(dict(template, Resources=network, Outputs={
-        name: out for name, out in template["Outputs"].items() if name.startswith("Delivery")})))
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
     with moto.mock_aws():
@@ -165,7 +158,7 @@ def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch)
                            ["Subnet"]["SubnetId"] for i in range(2))
         cloudformation = boto3.client("cloudformation", region_name="us-east-1")
 
-        def outputs(name: str, cidrs: tuple[str, str]) -> dict:
+        def outputs(probe: dict, name: str, cidrs: tuple[str, str]) -> dict:
             values = {"Stage": "dev", "VpcId": vpc, "PrivateSubnetIds": private,
                       "PublicSubnetIds": public, "DeliverySubnetCidrA": cidrs[0],
                       "DeliverySubnetCidrB": cidrs[1], "GatewayImage": "x:1",
@@ -176,6 +169,34 @@ def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch)
                                                     if k in probe["Parameters"]])
             stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
             return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+        yield types.SimpleNamespace(ec2=ec2, vpc=vpc, private=private, public=public,
+                                    outputs=outputs)
+
+
+def _delivery_network(template: dict) -> dict:
+    return {name: res for name, res in template["Resources"].items()
+            if name.startswith("Delivery") and res["Type"].startswith("AWS::EC2::")}
+
+
+def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch):
+    """With DeliverySubnetCidrA/B the stack gives the deliveries worker subnets of its own
+    whose only way out is a NAT gateway with an Elastic IP it allocates (the sending address
+    AWS lifts port 25 for and gives reverse DNS); created here by moto's CloudFormation."""
+    template = _template()
+    for stage in json.load(open(os.path.join(ROOT, ".chalice", "config.json"),
+                                encoding="utf-8"))["stages"].values():
+        assert stage["lambda_functions"]["deliveries_worker"]["subnet_ids"] == \
+            ["${DeliverySubnetIds}"]
+    network = _delivery_network(template)
+    assert {res["Condition"] for res in network.values()} == {"HasDeliveryEgress"}
+    probe = json.loads(json.dumps(dict(template, Resources=network, Outputs={
+        name: out for name, out in template["Outputs"].items() if name.startswith("Delivery")})))
+    with _moto_account(monkeypatch) as account:
+        ec2, vpc, private, public = account.ec2, account.vpc, account.private, account.public
+
+        def outputs(name: str, cidrs: tuple[str, str]) -> dict:
+            return account.outputs(probe, name, cidrs)
 
         # Without the CIDRs nothing is created and the worker keeps the private subnets.
         assert outputs("plain", ("", "")) == {"DeliverySubnetIds": private}
@@ -199,6 +220,32 @@ def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch)
     assert associated == {"DeliverySubnetA", "DeliverySubnetB"}
     assert network["DeliveryDefaultRoute"]["Properties"]["RouteTableId"] == \
         {"Ref": "DeliveryRouteTable"}
+
+
+def test_the_stack_outputs_the_spf_records_to_publish(monkeypatch):
+    """The return path's SPF record (the one each domain's check asks for, so the template
+    and the service cannot disagree), and the SPF include naming the delivery address when
+    the stack makes one; infra/deploy.sh prints both."""
+    from chalicelib.config import load_settings
+    from chalicelib.services.domains.records import return_path_spf
+
+    template = _template()
+    wanted = ("ReturnPathDomain", "ReturnPathSpfRecord", "SpfIncludeRecord")
+    probe = json.loads(json.dumps(dict(template, Resources=_delivery_network(template), Outputs={
+        name: template["Outputs"][name] for name in wanted})))
+    record = return_path_spf(load_settings({"SMTP_HOSTNAME": "mx.example.com"}))
+    with _moto_account(monkeypatch) as account:
+        plain = account.outputs(probe, "plain", ("", ""))
+        assert plain == {"ReturnPathDomain": "rp.mx.example.com",
+                         "ReturnPathSpfRecord": f'{record["name"]} TXT "{record["value"]}"'}
+        assert plain["ReturnPathSpfRecord"] == \
+            'rp.mx.example.com TXT "v=spf1 include:spf.mx.example.com ~all"'
+        egress = account.outputs(probe, "egress", ("10.9.8.0/28", "10.9.8.16/28"))
+        [address] = [a["PublicIp"] for a in account.ec2.describe_addresses()["Addresses"]]
+        assert egress["SpfIncludeRecord"] == f'spf.mx.example.com TXT "v=spf1 ip4:{address} ~all"'
+    with open(os.path.join(INFRA, "deploy.sh"), encoding="utf-8") as fh:
+        script = fh.read()
+    assert "for output in ReturnPathSpfRecord SpfIncludeRecord; do" in script
 
 
 def test_gateway_listens_on_25_465_587():

@@ -9,7 +9,8 @@ import pytest
 
 from chalicelib import clock
 from chalicelib.services.domains import checks
-from tests.dns_helpers import by_kind, check, dns_zone, domain_record, fq, publish, txt  # noqa: F401
+from tests.dns_helpers import (by_kind, check, dns_zone, domain_record, fq, publish,  # noqa: F401
+                               publish_return_path_spf, txt)
 from tests.support import Api, make_tenant
 
 SPF_INCLUDE = "spf.mx.service.test"
@@ -25,7 +26,8 @@ def test_nothing_published_every_record_missing_and_kept_on_the_domain(api, fres
     result = check(api, fresh)
     assert result["ok"] is False and result["domain"] == fresh.domain
     records = by_kind(result)
-    assert set(records) == {"verification", "spf", "dkim", "return_path", "dmarc"}
+    assert set(records) == {"verification", "spf", "dkim", "return_path", "return_path_spf",
+                            "dmarc"}
     for record in result["records"]:
         assert record["status"] == "missing", record
         assert set(record) >= {"kind", "name", "type", "expected", "found", "status"}
@@ -43,6 +45,7 @@ def test_published_records_are_ok_and_verify_the_return_path(api, fresh, dns_zon
     assert domain["return_path"]["verified"] is False
     publish(dns_zone, domain["dns_records"])
     dns_zone.zone[(fq(f"_dmarc.{fresh.domain}"), "TXT")] = [txt("v=DMARC1; p=quarantine")]
+    publish_return_path_spf(dns_zone)  # the installation's, at rp.mx.service.test
     result = check(api, fresh)
     assert result["ok"] is True, result
     records = by_kind(result)
@@ -75,6 +78,46 @@ def test_wrong_records_are_mismatches_with_a_reason(api, fresh, dns_zone):
     dns_zone.zone[(name, "TXT")] = [txt("v=spf1 include:_spf.google.com ~all")]
     spf = by_kind(check(api, fresh))["spf"]
     assert spf["status"] == "mismatch" and SPF_INCLUDE in spf["detail"]
+
+
+def test_spf_of_the_return_path_is_the_installations_through_the_cname(api, fresh, dns_zone):
+    """Receivers evaluate SPF for the bounce address <token>@rp.<domain>: its TXT lookup
+    follows the CNAME to rp.<SMTP_HOSTNAME>, where the operator's record must authorise our
+    sending addresses (include SPF_INCLUDE). Without the CNAME, mail uses rp.<SMTP_HOSTNAME>
+    itself, looked up directly."""
+    installation, expected = "rp.mx.service.test", f"v=spf1 include:{SPF_INCLUDE} ~all"
+    spf = by_kind(check(api, fresh))["return_path_spf"]
+    assert (spf["name"], spf["type"], spf["expected"], spf["status"]) == \
+        (installation, "TXT", expected, "missing")
+    assert "the installation's return-path domain" in spf["detail"]
+    assert f'operator publishes {installation} TXT "{expected}"' in spf["detail"]
+
+    publish(dns_zone, domain_record(api, fresh)["dns_records"], "return_path")
+    spf = by_kind(check(api, fresh))["return_path_spf"]
+    assert (spf["name"], spf["status"]) == (f"rp.{fresh.domain}", "missing")
+    assert "SPF none" in spf["detail"] and f"through its CNAME" in spf["detail"]
+
+    for wrong, reason in [("v=spf1 ip4:192.0.2.1 -all", "does not authorise our sending "
+                           f"addresses (it neither includes nor redirects to {SPF_INCLUDE})"),
+                          (f"v=spf1 include:{SPF_INCLUDE} +all", "every address (+all)")]:
+        publish_return_path_spf(dns_zone, wrong)
+        spf = by_kind(check(api, fresh))["return_path_spf"]
+        assert spf["status"] == "mismatch" and reason in spf["detail"], spf
+        assert spf["found"] == [wrong]
+
+    dns_zone.zone[(fq(SPF_INCLUDE), "TXT")] = [txt("v=spf1 ip4:192.0.2.1 ip4:192.0.2.2 -all")]
+    publish_return_path_spf(dns_zone)
+    spf = by_kind(check(api, fresh))["return_path_spf"]
+    assert (spf["status"], spf["found"], spf["lookups"]) == ("ok", [expected], 1), spf
+    publish_return_path_spf(dns_zone, f"v=spf1 redirect={SPF_INCLUDE}")
+    assert by_kind(check(api, fresh))["return_path_spf"]["status"] == "ok"
+
+    # A CNAME that leads elsewhere: mail uses rp.mx.service.test, so that is what counts,
+    # whatever the other target publishes.
+    dns_zone.zone[(fq(f"rp.{fresh.domain}"), "CNAME")] = ["bounces.elsewhere.example."]
+    dns_zone.zone[(fq("bounces.elsewhere.example"), "TXT")] = [txt("v=spf1 -all")]
+    spf = by_kind(check(api, fresh))["return_path_spf"]
+    assert (spf["name"], spf["status"]) == (installation, "ok")
 
 
 def test_spf_needing_more_than_ten_lookups_is_flagged(api, fresh, dns_zone):
@@ -118,6 +161,7 @@ def test_an_unanswered_lookup_is_an_error_and_changes_nothing(api, tenant, dns_z
 def test_scheduled_recheck_records_a_disappearing_record(api, fresh, dns_zone):
     domain = domain_record(api, fresh)
     publish(dns_zone, domain["dns_records"], "verification", "spf", "dkim", "return_path")
+    publish_return_path_spf(dns_zone)
     Api.data(api.post(fresh.server_path + f"/domains/{fresh.domain}/verify"))
     assert check(api, fresh)["problems"] == 1  # everything but DMARC
     first = domain_record(api, fresh)["dns_check"]["checked_at"]

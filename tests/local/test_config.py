@@ -61,3 +61,32 @@ def test_readme_documents_every_configuration_key():
                                "configuration.md")).read()
     missing = [key.env for key in KEYS if f"`{key.env}`" not in readme]
     assert not missing, f"docs/configuration.md lacks {missing}: paste `python -m chalicelib.config`"
+
+
+def test_a_loopback_host_is_addressed_as_localhost_for_browsers_and_passkeys():
+    """Browsers refuse an IP address as the passkeys' relying-party id: the default public
+    URL (what `make run`'s banner prints) and the relying party name a loopback or
+    unspecified HOST localhost; an explicit loopback PUBLIC_URL gets the same relying party."""
+    from chalicelib.config import load_settings
+
+    default = load_settings({})
+    assert default.effective_public_url == "http://localhost:8000"
+    assert default.effective_webauthn_rp_id == "localhost"
+    assert default.effective_webauthn_origins == ["http://localhost:8000"]
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "0.0.0.0", "::", "localhost"):
+        assert load_settings({"HOST": host, "PORT": "9000"}).effective_public_url == \
+            "http://localhost:9000"
+    explicit = load_settings({"PUBLIC_URL": "http://127.0.0.1:9000/"})
+    assert explicit.effective_public_url == "http://127.0.0.1:9000"  # as given
+    assert explicit.effective_webauthn_rp_id == "localhost"
+    assert explicit.effective_webauthn_origins == ["http://localhost:9000"]
+    lan = load_settings({"HOST": "192.0.2.5"})
+    assert lan.effective_public_url == "http://192.0.2.5:8000"
+    assert load_settings({"HOST": "2001:db8::5"}).effective_public_url == "http://[2001:db8::5]:8000"
+    public = load_settings({"PUBLIC_URL": "https://mail.example.com"})
+    assert public.effective_webauthn_rp_id == "mail.example.com"
+    assert public.effective_webauthn_origins == ["https://mail.example.com"]
+    chosen = load_settings({"WEBAUTHN_RP_ID": "example.com",
+                            "WEBAUTHN_ORIGINS": "https://a.example.com"})
+    assert (chosen.effective_webauthn_rp_id, chosen.effective_webauthn_origins) == \
+        ("example.com", ["https://a.example.com"])

@@ -58,7 +58,13 @@ def test_the_quick_start_runs_top_to_bottom(tmp_path):
         banner = "".join(output)
         assert "outgoing     captured in the console's Captured mail page and " \
             "var/captured/<token>.eml" in banner
-        assert f"metrics      http://127.0.0.1:{http_port}/metrics" in banner
+        # A loopback HOST is printed as localhost: the console's passkeys work there.
+        assert f"console      http://localhost:{http_port}/  (open it" in banner
+        assert f"metrics      http://localhost:{http_port}/metrics" in banner
+        # The SPF record every return path needs (issue 32): rp.<SMTP_HOSTNAME>'s.
+        assert "return path  <token>@rp.localhost (tenants' return-path CNAMEs lead there): " \
+            'before delivering for real publish rp.localhost TXT "v=spf1 include:spf.localhost ' \
+            '~all" and the sending addresses at spf.localhost' in banner
         block = quick_start_block().replace("localhost:8000", f"localhost:{http_port}") \
             .replace('"localhost", 2525', f'"localhost", {smtp_port}')
         for paste in (1, 2):

@@ -91,10 +91,19 @@ DEFAULT_SIGNED_HEADERS: frozenset[bytes] = frozenset(dkim.DKIM.SHOULD) | {
     b"feedback-id",
 }
 
-#: Header fields signed one extra time ("oversigned") when present, so that a
-#: second instance cannot be added after signing without breaking the
-#: signature (e.g. a prepended From or Subject on a replayed message).
-#: dkimpy's own default oversigns From only.
+#: Header fields signed one time more than they appear ("oversigned"), as
+#: OpenDKIM's ``OversignHeaders`` and rspamd's defaults do: a field present
+#: once is listed twice in ``h=``, and a field the message lacks is listed
+#: once, which signs its absence (RFC 6376 section 5.4.2: a name in ``h=``
+#: with no instance left hashes nothing, so an instance added later changes
+#: the hash).  Without it a ``Reply-To:``, ``Cc:`` or ``Sender:`` added in
+#: transit, or a second From or Subject prepended to a replayed message, still
+#: passed every verifier.  dkimpy's own default oversigns a present From only.
+#: The fields a relay may add to mail that lacks them are present in ours:
+#: every message we send has From, Date and Message-ID (built, or added by the
+#: submission pipeline over SMTP); a relay that adds MIME-Version or a
+#: Content-Transfer-Encoding does it while converting the body, which breaks
+#: the body hash anyway.
 OVERSIGNED_HEADERS: frozenset[bytes] = frozenset(
     {
         b"from",
@@ -114,6 +123,10 @@ OVERSIGNED_HEADERS: frozenset[bytes] = frozenset(
         b"list-unsubscribe-post",
     }
 )
+
+# The absent oversigned fields, in the order h= lists them. From is not among them: a message
+# without From is refused (dkimpy: "The From header field MUST be signed"), never signed.
+_ABSENT_ORDER: tuple[bytes, ...] = tuple(sorted(OVERSIGNED_HEADERS - {b"from"}))
 
 # Domain names and selectors end up verbatim in the d=/s= tags and in a DNS
 # name; allow only DNS-safe characters so nothing can inject tags.
@@ -251,6 +264,14 @@ class _OpenSSLDKIM(dkim.DKIM):
         self._loaded_key = loaded_key
         self._timestamp = timestamp
 
+    def default_sign_headers(self) -> list[bytes]:
+        """dkimpy's default (the present signed fields in message order, then the present
+        oversigned ones once more), then every oversigned field the message lacks, once
+        (:data:`OVERSIGNED_HEADERS`), in a fixed order."""
+        present = {name.lower() for name, _ in self.headers}
+        return super().default_sign_headers() + [
+            name for name in _ABSENT_ORDER if name not in present]
+
     # Mirrors dkim.DomainSigner.gen_header (dkimpy 1.1.8) for the non-standardize
     # (DKIM) RSA case; only the private-key operation differs.
     def gen_header(self, fields, include_headers, canon_policy, header_name, pk, standardize=False):
@@ -334,8 +355,9 @@ def sign(
     expected; dkimpy also accepts LF).  ``headers`` is the exact list of
     header field names for ``h=`` (order and repetitions are kept, repeat a
     name to oversign it); by default the present fields from
-    :data:`DEFAULT_SIGNED_HEADERS` are signed, with those in
-    :data:`OVERSIGNED_HEADERS` signed once more.  From must be signed: a
+    :data:`DEFAULT_SIGNED_HEADERS` are signed, and those in
+    :data:`OVERSIGNED_HEADERS` once more than they appear (absent ones once,
+    so none can be added).  From must be signed: a
     message without From, or a ``headers`` list without it, is rejected.
     ``timestamp`` is the ``t=`` value (default: now).
 

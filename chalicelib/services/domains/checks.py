@@ -3,8 +3,10 @@ record whether it is right.
 
 Records: the verification TXT, SPF (one ``v=spf1`` record that includes ours and needs at
 most 10 DNS lookups, RFC 7208 4.6.4), DKIM (every listed selector: the active, a pending and
-any retiring key; the published ``p=`` must be ours), the return-path CNAME, the tracking
-CNAME when one is set, DMARC (present, with its policy) and MX when the domain receives mail
+any retiring key; the published ``p=`` must be ours), the return-path CNAME, the SPF record
+receivers evaluate for the domain's envelope senders (``return_path_spf``: through the
+return-path CNAME, the installation's record at RETURN_PATH_DOMAIN, which must authorise our
+sending addresses by including SPF_INCLUDE), the tracking CNAME when one is set, DMARC (present, with its policy) and MX when the domain receives mail
 (it has inbound routes). Each answers ``{kind, name, type, expected, found, status, detail}``
 with status ``ok | missing | mismatch | error`` (error: the lookup itself failed).
 
@@ -71,6 +73,7 @@ def plan(db: Session, domain: Domain) -> dict:
         "dkim": [(k["selector"], k["state"], k["record"]["value"], k["public_key"])
                  for k in dkim_keys.listed_keys(domain)],
         "return_path": (names.return_path_name(domain), settings.effective_return_path_domain),
+        "return_path_spf": domain_records.return_path_spf(settings)["value"],
         "tracking": (names.tracking_name(domain), settings.effective_tracking_domain)
         if domain.tracking_host else None,
         "receives_mail": db.scalar(select(Route.id).where(Route.domain_id == domain.id)
@@ -121,33 +124,50 @@ def _spf_lookups(record: str, depth: int, seen: set[str]) -> int:
     return count
 
 
-def _check_spf(p: dict) -> dict:
-    name, include = p["name"], p["spf_include"]
-    expected = f"v=spf1 ... include:{include} ... ~all"
+def _spf_records(txt: list[str]) -> list[str]:
+    return [t for t in txt if t.lower() == "v=spf1" or t.lower().startswith("v=spf1 ")]
+
+
+def _one_spf(kind: str, name: str, expected: str, missing: str, several: str):
+    """``(the one v=spf1 record at name, None)``, or ``(None, the check's answer)`` when the
+    lookup fails, there is none (``missing``) or there are several (``several``)."""
     try:
         txt = dns_lookup.txt_strings(name)
     except dns_lookup.FAILED as exc:
-        return _error("spf", name, "TXT", expected, exc)
-    spf = [t for t in txt if t.lower() == "v=spf1" or t.lower().startswith("v=spf1 ")]
+        return None, _error(kind, name, "TXT", expected, exc)
+    spf = _spf_records(txt)
     if not spf:
-        return _record("spf", name, "TXT", expected, [], MISSING,
-                       f"publish an SPF record that includes {include}")
+        return None, _record(kind, name, "TXT", expected, [], MISSING, missing)
     if len(spf) > 1:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"{len(spf)} SPF records: receivers treat several as an error "
-                       "(permerror); merge them into one")
-    terms = [t.lower().lstrip("+") for t in spf[0].split()]
-    if f"include:{include.lower()}" not in terms:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"the SPF record does not include {include}")
-    lookups = _spf_lookups(spf[0], 0, {name})
+        return None, _record(kind, name, "TXT", expected, spf, MISMATCH,
+                             f"{len(spf)} SPF records{several}: receivers treat several as an "
+                             "error (permerror); merge them into one")
+    return spf[0], None
+
+
+def _counted(kind: str, name: str, expected: str, record: str, ok: str, what: str) -> dict:
+    """The record's DNS lookups counted: more than 10 is a mismatch, else ``ok``."""
+    lookups = _spf_lookups(record, 0, {name})
     if lookups > SPF_MAX_LOOKUPS:
-        return _record("spf", name, "TXT", expected, spf, MISMATCH,
-                       f"the SPF record needs more than {SPF_MAX_LOOKUPS} DNS lookups "
-                       f"({lookups} counted): receivers fail it (permerror)",
-                       lookups=lookups)
-    return _record("spf", name, "TXT", expected, spf, OK,
-                   f"includes {include}; {lookups} DNS lookup(s)", lookups=lookups)
+        return _record(kind, name, "TXT", expected, [record], MISMATCH,
+                       f"{what} needs more than {SPF_MAX_LOOKUPS} DNS lookups "
+                       f"({lookups} counted): receivers fail it (permerror)", lookups=lookups)
+    return _record(kind, name, "TXT", expected, [record], OK,
+                   f"{ok}; {lookups} DNS lookup(s)", lookups=lookups)
+
+
+def _check_spf(p: dict) -> dict:
+    name, include = p["name"], p["spf_include"]
+    expected = f"v=spf1 ... include:{include} ... ~all"
+    spf, answer = _one_spf("spf", name, expected,
+                           f"publish an SPF record that includes {include}", "")
+    if answer:
+        return answer
+    terms = [t.lower().lstrip("+") for t in spf.split()]
+    if f"include:{include.lower()}" not in terms:
+        return _record("spf", name, "TXT", expected, [spf], MISMATCH,
+                       f"the SPF record does not include {include}")
+    return _counted("spf", name, expected, spf, f"includes {include}", "the SPF record")
 
 
 def check_dkim(p: dict, selector: str, state: str, expected: str, public_key: str) -> dict:
@@ -175,6 +195,43 @@ def _check_cname(kind: str, name: str, target: str) -> dict:
         return _record(kind, name, "CNAME", target, [found], MISMATCH,
                        f"{name} points at {found}, not {target}")
     return _record(kind, name, "CNAME", target, [found], OK, "points at us")
+
+
+def _check_return_path_spf(p: dict, cname: dict) -> dict:
+    """SPF as receivers evaluate it for the domain's envelope senders. Through a return-path
+    CNAME that leads to us, the TXT found at the tenant's host IS the installation's record
+    at RETURN_PATH_DOMAIN (a CNAME's name holds no other record, so the tenant cannot
+    publish one there); without it, mail uses ``<token>@RETURN_PATH_DOMAIN`` itself, which
+    is looked up directly. Either way the record must authorise our sending addresses:
+    include SPF_INCLUDE (or redirect to it), where the operator lists them, within 10
+    lookups, and not authorise everyone (``+all``)."""
+    host, installation = p["return_path"]
+    include, expected = p["spf_include"], p["return_path_spf"]
+    through = cname["status"] == OK
+    name = host if through else installation
+    where = (f"{host} (through its CNAME: the installation's record at {installation})"
+             if through else f"{installation} (the installation's return-path domain, which "
+             f"{p['name']}'s mail uses until {host} is a CNAME to it)")
+    fix = (f"the installation's operator publishes {installation} TXT \"{expected}\" "
+           "(docs/deploying.md; a tenant cannot)")
+    spf, answer = _one_spf(
+        "return_path_spf", name, expected,
+        f"no SPF record at {where}: receivers find SPF none for this domain's bounce "
+        f"addresses; {fix}", f" at {where} (the installation's)")
+    if answer:
+        return answer
+    terms = [t.lower() for t in spf.split()[1:]]
+    if "all" in terms or "+all" in terms:
+        return _record("return_path_spf", name, "TXT", expected, [spf], MISMATCH,
+                       f"the SPF record at {where} authorises every address (+all); {fix}")
+    if f"include:{include.lower()}" not in [t.lstrip("+") for t in terms] and \
+            f"redirect={include.lower()}" not in terms:
+        return _record("return_path_spf", name, "TXT", expected, [spf], MISMATCH,
+                       f"the SPF record at {where} does not authorise our sending addresses "
+                       f"(it neither includes nor redirects to {include}); {fix}")
+    return _counted("return_path_spf", name, expected, spf,
+                    f"authorises our sending addresses (through {include}) at {where}",
+                    f"the SPF record at {where}")
 
 
 def _check_dmarc(p: dict) -> dict:
@@ -223,6 +280,7 @@ def lookup(p: dict) -> list[dict]:
     records = [_check_verification(p), _check_spf(p)]
     records += [check_dkim(p, *key) for key in p["dkim"]]
     records.append(_check_cname("return_path", *p["return_path"]))
+    records.append(_check_return_path_spf(p, records[-1]))
     if p["tracking"]:
         records.append(_check_cname("tracking", *p["tracking"]))
     records.append(_check_dmarc(p))

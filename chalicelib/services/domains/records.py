@@ -1,7 +1,9 @@
 """The DNS records a sending domain should publish: verification, SPF and DKIM TXT records, a
 DMARC record (asking for aggregate reports at the domain's report address) with the
 authorization record that address needs in the installation's zone, the return-path CNAME (``<return_path_host>.<name>`` -> RETURN_PATH_DOMAIN),
-the next DKIM key while one is pending and, when set, the tracking CNAME."""
+the next DKIM key while one is pending and, when set, the tracking CNAME. Also the one record
+of the installation's own zone that every domain's return path relies on: the SPF record at
+RETURN_PATH_DOMAIN (``return_path_spf``), which the operator publishes."""
 from __future__ import annotations
 
 from chalicelib.config import get_settings
@@ -36,3 +38,13 @@ def dns_records(domain: Domain) -> dict:
         records["tracking"] = {"type": "CNAME", "name": names.tracking_name(domain),
                                "value": settings.effective_tracking_domain}
     return records
+
+
+def return_path_spf(settings=None) -> dict:
+    """The SPF record the operator publishes at RETURN_PATH_DOMAIN (``rp.<SMTP_HOSTNAME>``):
+    every envelope sender is ``<token>@RETURN_PATH_DOMAIN`` or ``<token>@<rp host>.<domain>``,
+    a CNAME to it, so receivers evaluate SPF against this record (through the CNAME). It
+    authorises what SPF_INCLUDE lists: the installation's sending addresses."""
+    settings = settings or get_settings()
+    return {"type": "TXT", "name": settings.effective_return_path_domain,
+            "value": f"v=spf1 include:{settings.effective_spf_include} ~all"}
