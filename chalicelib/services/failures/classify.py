@@ -66,6 +66,7 @@ class Verdict:
     def as_dict(self) -> dict:
         return {"reason": self.reason, "category": self.category,
                 "about_recipient": self.about_recipient, "transient": self.transient,
+                "temporary": self.temporary,
                 "blames": self.blames, "suppression": self.suppression}
 
 
