@@ -127,7 +127,7 @@ def parse_dsn(raw: bytes) -> dict:
         else:
             report["type"] = None
     report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
-                                 "temporary", "blames", "suppression")))
+                                 "temporary", "after_data", "blames", "suppression")))
     if report["type"] is not None:
         found = failures.classify(status=report["status"], code=code,
                                   text=report["diagnostic"] if blocks else words,
@@ -147,7 +147,7 @@ def verdict(report: dict) -> failures.Verdict:
     """The taxonomy's verdict a parsed report carries."""
     return failures.Verdict(report["reason"], bool(report.get("temporary")),
                             report["status"] if failures.is_enhanced_status(report["status"])
-                            else None)
+                            else None, after_data=bool(report.get("after_data")))
 
 
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
