@@ -159,7 +159,6 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
     if original is None:
         return None
     report = parse_dsn(raw)
-    bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
     if report["type"] == "hard":
         detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
         original.status = statuses.BOUNCED
@@ -172,7 +171,8 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
             db, original.server_id, original.rcpt_to, verdict(report), origin="bounce",
             details=f"bounce: {detail}" if detail else "bounce", message_id=original.id)
         report["suppressed"] = added is not None
-        bounce.metadata_json = {**bounce.metadata_json, "dsn": report}
+    bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                               report=report)
     db.flush()
     return bounce
 
