@@ -12,8 +12,12 @@ from chalicelib.services.failures.reasons import (AFTER_REPEATS, AT_ONCE, NEVER,
 # Reasons an enhanced status code names so precisely that wording about the recipient
 # ("Recipient address rejected: ...") does not override it: a 5.7.26 is a DMARC failure
 # whatever the prefix of its text.
-_AFTER_DATA = re.compile(r"in reply to (?:the )?end of data|in reply to data|>>> data\b|"
-                         r"after (?:the )?(?:end of )?data\b|data command failed", re.I)
+_AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data\b|>>> data\b|"
+                         r"after (?:the )?(?:end of )?data\b|data command failed|"
+                         r"smtp command\W{0,20}data\b|\[(?:end[ _-]of[ _-])?data\]", re.I)
+# After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
+_RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
+                           r"rcpt commands were rejected|rcpt to: command before data", re.I)
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -77,6 +81,20 @@ class Verdict:
                 "blames": self.blames, "suppression": self.suppression}
 
 
+def answered_data(text: str | None) -> bool:
+    """The text says the refusal answered the message's data (Postfix's "in reply to end of
+    DATA command", Exim's "after end of data", a transcript's ">>> DATA"). A pipelining
+    client's transcript shows ">>> DATA" followed by the RCPT replies and then DATA's own
+    "503 need RCPT" / "554 no valid recipients": that refusal was the recipient's, at RCPT."""
+    text = text or ""
+    for match in _AFTER_DATA.finditer(text):
+        if match.group(0).startswith(">>>") and _RCPT_REFUSED.search(
+                text[match.end():match.end() + 600]):
+            continue
+        return True
+    return False
+
+
 def classify(status: str | None = None, code: int | None = None, text: str | None = None, *,
              action: str | None = None, no_route: bool = False,
              sender: bool = False, after_data: bool = False) -> Verdict:
@@ -105,7 +123,7 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
     reason = _reason(status, code, text, temporary)
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
-    after_data = after_data or _AFTER_DATA.search(text) is not None
+    after_data = after_data or answered_data(text)
     return Verdict(reason, temporary, status, code, after_data)
 
 
@@ -124,4 +142,4 @@ def _reason(status: str | None, code: int | None, text: str, temporary: bool) ->
     return "unknown"
 
 
-__all__ = ["Verdict", "classify", "AT_ONCE", "AFTER_REPEATS", "NEVER"]
+__all__ = ["Verdict", "classify", "answered_data", "AT_ONCE", "AFTER_REPEATS", "NEVER"]

@@ -238,7 +238,9 @@ STATUS_CODES: dict[tuple[int, int | None], tuple[str, str]] = {
 # What is not wording about the failure: addresses and links (a mailbox called
 # "filtered@..." says nothing), and header fields of a quoted original.
 _ADDRESSES = re.compile(r"<?[\w.+=-]+@[\w-]+(?:\.[\w-]+)+>?")
-_LINKS = re.compile(r"\b(?:https?://|www\.)\S+", re.I)
+# A link says no more than its host name ("www.spamhaus.org/query/bl?ip=..." names a block
+# list; its path and query are not wording).
+_LINKS = re.compile(r"\b(?:https?://)?((?:www\.)?[\w-]+(?:\.[\w-]+)+)/\S*|\bhttps?://(\S+)", re.I)
 _HEADER_LINES = re.compile(
     r"^[>|\s]*(?:X-[\w-]+|Received|DKIM-Signature|Content-[\w-]+|Message-ID|Subject|From|To|"
     r"Date|Return-Path|MIME-Version|Authentication-Results|References|In-Reply-To|"
@@ -248,7 +250,7 @@ WINDOW = 3  # lines read together from the first that says something
 
 def clean(text: str) -> str:
     text = _HEADER_LINES.sub("", text)
-    text = _LINKS.sub(" ", text)
+    text = _LINKS.sub(lambda m: f" {m.group(1) or ''} ", text)
     return _ADDRESSES.sub("the address", text)
 
 

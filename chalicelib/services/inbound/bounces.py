@@ -129,14 +129,18 @@ def parse_dsn(raw: bytes) -> dict:
     report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
                                  "temporary", "after_data", "blames", "suppression")))
     if report["type"] is not None:
+        # Whether the refusal answered the message's data is told by the notification's
+        # words ("in reply to end of DATA command", a transcript's ">>> DATA") as often as
+        # by the Diagnostic-Code.
+        data = failures.answered_data(words)
         found = failures.classify(status=report["status"], code=code,
                                   text=report["diagnostic"] if blocks else words,
-                                  action=report["action"])
+                                  action=report["action"], after_data=data)
         if found.reason == "unknown" and words and blocks:
             # The fields do not say why; the notification's words may.
             found = failures.classify(status=report["status"],
                                       text=f"{report['diagnostic'] or ''}\n{words}",
-                                      action=report["action"])
+                                      action=report["action"], after_data=data)
         if not report["diagnostic"]:
             report["diagnostic"] = bounce_text.diagnostic(words)
         report.update(found.as_dict())
