@@ -89,6 +89,11 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"unresolvable (?:ip|address|client|host)", r"hostname (?:does not|doesn't) resolve",
         r"helo .{0,60}(?:does not|doesn't) (?:resolve|match)", r"forward-confirmed")),
     # The recipient's domain, then the mailbox.
+    # A DNS failure that may pass (Postfix's "Host not found, try again" is DNS's TRY_AGAIN,
+    # not NXDOMAIN): before the rules for a domain that does not exist.
+    ("network", _rx(
+        r"not found, try again", r"name service error .{0,80}try again", r"servfail",
+        r"temporary (?:dns|lookup|name(?: service)?) (?:failure|error)")),
     ("domain_accepts_no_mail", _rx(
         r"null mx", r"accepts? no (?:e-?)?mail", r"does not accept (?:e-?)?mail(?! from)",
         r"domain (?:does not|doesn't) (?:receive|accept) (?:e-?)?mail",
@@ -297,7 +302,7 @@ def by_text(text: str) -> str | None:
     """The reason the wording of ``text`` names, or None. A bounce may list several
     recipients, each with its error: the first line that says something is read (with the
     lines continuing it), the rules in their order of precedence within it."""
-    lines = [line for line in clean(text).splitlines() if line.strip()]
+    lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
     for index in range(len(lines)):
         # the line with the next (wording wraps: "Mail quota" / "exceeded.")
         if _first(" ".join(lines[index:index + 2])) is not None:
