@@ -18,6 +18,7 @@ _AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data
 # After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
 _RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
                            r"rcpt commands were rejected|rcpt to: command before data", re.I)
+_GAVE_UP = ("unknown",)
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -121,6 +122,10 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
             reason = "no_such_domain"
         return Verdict(reason, temporary, status, code)
     reason = _reason(status, code, text, temporary)
+    if temporary and (action or "").lower() == "failed" and reason in _GAVE_UP:
+        # A failed report with a temporary status whose words do not say why: a relay
+        # retried until its time limit and gave up.
+        reason = "expired"
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
     after_data = after_data or answered_data(text)

@@ -133,14 +133,16 @@ def parse_dsn(raw: bytes) -> dict:
         # words ("in reply to end of DATA command", a transcript's ">>> DATA") as often as
         # by the Diagnostic-Code.
         data = failures.answered_data(words)
+        # a non-standard bounce that failed is a final failure, as "Action: failed" is
+        action = report["action"] or ("failed" if report["type"] == "hard" else None)
         found = failures.classify(status=report["status"], code=code,
                                   text=report["diagnostic"] if blocks else words,
-                                  action=report["action"], after_data=data)
+                                  action=action, after_data=data)
         if found.reason == "unknown" and words and blocks:
             # The fields do not say why; the notification's words may.
             found = failures.classify(status=report["status"],
                                       text=f"{report['diagnostic'] or ''}\n{words}",
-                                      action=report["action"], after_data=data)
+                                      action=action, after_data=data)
         if not report["diagnostic"]:
             report["diagnostic"] = bounce_text.diagnostic(words)
         report.update(found.as_dict())
