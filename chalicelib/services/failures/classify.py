@@ -18,7 +18,7 @@ _AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data
 # After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
 _RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
                            r"rcpt commands were rejected|rcpt to: command before data", re.I)
-_GAVE_UP = ("unknown",)
+_GAVE_UP = ("network", "unknown")
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -122,9 +122,11 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
             reason = "no_such_domain"
         return Verdict(reason, temporary, status, code)
     reason = _reason(status, code, text, temporary)
-    if temporary and (action or "").lower() == "failed" and reason in _GAVE_UP:
-        # A failed report with a temporary status whose words do not say why: a relay
-        # retried until its time limit and gave up.
+    if (action or "").lower() == "expired" or (
+            temporary and (action or "").lower() == "failed" and reason in _GAVE_UP):
+        # A failed report with a temporary status whose words say no more than that the
+        # connection failed: a relay retried until its time limit and gave up (a refusal
+        # the words name, a block list or a rate limit, stays what it is).
         reason = "expired"
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
