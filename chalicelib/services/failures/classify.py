@@ -18,7 +18,6 @@ _AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data
 # After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
 _RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
                            r"rcpt commands were rejected|rcpt to: command before data", re.I)
-_GAVE_UP = ("network", "unknown")
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -122,9 +121,9 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
             reason = "no_such_domain"
         return Verdict(reason, temporary, status, code)
     reason = _reason(status, code, text, temporary)
-    if (action or "").lower() == "expired" or (
-            temporary and (action or "").lower() == "failed" and reason in _GAVE_UP):
-        # A failed report with a temporary status whose words say no more than that the
+    gave_up = (reason == "network" and klass != "5") or (reason == "unknown" and temporary)
+    if (action or "").lower() == "expired" or (gave_up and (action or "").lower() == "failed"):
+        # A failed report without a permanent status whose words say no more than that the
         # connection failed: a relay retried until its time limit and gave up (a refusal
         # the words name, a block list or a rate limit, stays what it is).
         reason = "expired"

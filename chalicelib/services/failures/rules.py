@@ -31,7 +31,9 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"sender address (?:does not|doesn't) (?:exist|resolve)",
         r"your envelope sender", r"sender address has null mx",
         # mailing lists (Google Groups, in English and Japanese): the sender may not post
-        r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限")),
+        r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限",
+        # Google Groups says it in the sender's language, with a link to its help
+        r"\bgroups\.google\.com\b")),
     # The sending IP on a block list, and reputation (before spam and the address rules:
     # receivers answer them with 5.1.1, 5.7.1 and even "recipient rejected").
     ("domain_reputation", _rx(
@@ -213,12 +215,15 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"retry period", r"unable to deliver .{0,40}(?:days|hours)",
         r"not (?:been )?delivered (?:for|within|after|in) .{0,20}(?:days|hours)",
         r"(?:allowed |maximum )?queue period", r"maximum delivery attempts",
-        r"(?:failed|after) \d+ (?:delivery )?attempt", r"in the queue too long")),
+        r"(?:failed|after) \d+ (?:delivery )?attempt", r"in the queue too long",
+        r"(?:have|has) been failing for a long time")),
     ("network", _rx(
         r"connection (?:was )?(?:refused|reset|closed|dropped|timed out|lost|failed)",
         r"connection to .{0,60} (?:failed|refused|timed out)",
         r"(?:did not|didn't) respond", r"not responding", r"could not find a (?:gateway|route)",
         r"(?:unable|not able) to establish an? (?:smtp )?connection",
+        r"(?:did not|didn't) accept our requests to connect", r"socket error",
+        r"host (?:is )?not reachable",
         r"timed? ?out", r"timeout", r"could not connect", r"(?:can't|cannot|unable to) "
         r"connect", r"no route to host", r"network (?:is )?unreachable", r"lost connection",
         r"host (?:is )?unreachable", r"name service error", r"servfail",
