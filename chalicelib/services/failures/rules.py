@@ -271,7 +271,8 @@ STATUS_CODES: dict[tuple[int, int | None], tuple[str, str]] = {
 
 
 # What is not wording about the failure: addresses and links (a mailbox called
-# "filtered@..." says nothing), and header fields of a quoted original.
+# "filtered@..." says nothing), header fields of a quoted original and a report's fields
+# other than its Diagnostic-Code ("Final-Recipient: rfc822; ..." names no RFC broken).
 _ADDRESSES = re.compile(r"<?[\w.+=-]+@[\w-]+(?:\.[\w-]+)+>?")
 # A link says no more than its host name ("www.spamhaus.org/query/bl?ip=..." names a block
 # list; its path and query are not wording).
@@ -279,7 +280,9 @@ _LINKS = re.compile(r"\b(?:https?://)?((?:www\.)?[\w-]+(?:\.[\w-]+)+)/\S*|\bhttp
 _HEADER_LINES = re.compile(
     r"^[>|\s]*(?:X-[\w-]+|Received|DKIM-Signature|Content-[\w-]+|Message-ID|Subject|From|To|"
     r"Date|Return-Path|MIME-Version|Authentication-Results|References|In-Reply-To|"
-    r"Reply-To|Sender|Cc):.*$", re.I | re.M)
+    r"Reply-To|Sender|Cc|Reporting-MTA|Received-From-MTA|Arrival-Date|Final-Recipient|"
+    r"Original-Recipient|Action|Status|Remote-MTA|Last-Attempt-Date|X-Postfix-[\w-]+):.*$",
+    re.I | re.M)
 # Lines that say nothing about the failure: a transcript's successful replies and the
 # client's commands, the MIME preamble of a multipart body, report labels.
 _NOT_WORDING = re.compile(
@@ -308,9 +311,15 @@ def by_text(text: str) -> str | None:
     recipients, each with its error: the first line that says something is read (with the
     lines continuing it), the rules in their order of precedence within it."""
     lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
-    for index in range(len(lines)):
-        # the line with the next (wording wraps: "Mail quota" / "exceeded.")
-        if _first(" ".join(lines[index:index + 2])) is not None:
+    for index, line in enumerate(lines):
+        alone = _first(line)
+        if alone is not None:
+            # the line alone (the next may be another recipient's error)
+            return alone
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if _first(following) is None and _first(f"{line} {following}") is not None:
+            # wording that wraps ("Mail quota" / "exceeded."): the line with those
+            # continuing it
             return _first(" ".join(lines[index:index + WINDOW]))
     return None
 
