@@ -32,6 +32,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"your envelope sender", r"sender address has null mx",
         # mailing lists (Google Groups, in English and Japanese): the sender may not post
         r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限",
+        r"(?:are|is) not (?:a )?member",
         # Google Groups says it in the sender's language, with a link to its help
         r"\bgroups\.google\.com\b")),
     # The sending IP on a block list, and reputation (before spam and the address rules:
@@ -99,11 +100,13 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("domain_accepts_no_mail", _rx(
         r"null mx", r"accepts? no (?:e-?)?mail", r"does not accept (?:e-?)?mail(?! from)",
         r"domain (?:does not|doesn't) (?:receive|accept) (?:e-?)?mail",
-        r"has no mx, a or aaaa", r"not accepting mail for this domain")),
+        r"has no mx, a or aaaa", r"not accepting mail for this domain",
+        r"indicated no smtp service")),
     ("no_such_domain", _rx(
         r"nxdomain", r"host (?:or domain name )?(?:unknown|not found)",
         r"domain (?:name )?(?:not found|does not exist|doesn't exist|is not valid|unknown)",
         r"no such domain", r"unknown domain", r"unrouteable mail domain",
+        r"\bhost [\w-]+(?:\.[\w-]+)+ not found",
         r"^\W*(?:[\w-]+\.)+[a-z]{2,}\.? (?:does not|doesn't) exist",
         r"(?:name or service|hostname) not known", r"no mx (?:record|host)s?",
         r"domain (?:is )?not (?:hosted|served|configured|handled) (?:here|on this)",
@@ -169,7 +172,9 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:adresse|empf[äa]nger|benutzer|postfach)[^.]{0,60}existiert nicht",
         r"(?:endere[çc]o|usu[áa]rio|destinat[áa]rio|conta)[^.]{0,60}n[ãa]o existe",
         r"(?:indirizzo|utente|destinatario|casella)[^.]{0,60}non esiste",
-        r"(?:empf[äa]nger|benutzer|adresse) unbekannt")),
+        r"(?:empf[äa]nger|benutzer|adresse) unbekannt",
+        # Domino in Japanese: "not in the directory's list"
+        r"ディレクトリのリストにありません")),
     ("message_too_large", _rx(
         r"message (?:size )?(?:is )?(?:too (?:big|large|long)|exceeds)", r"size limit",
         r"message (?:size|length) (?:exceeds|limit)", r"too (?:big|large) for",

@@ -43,7 +43,8 @@ _STILL_TRYING = re.compile(
     r"will continue (?:to )?(?:try|attempt|retry)", re.I)
 _FAILED = re.compile(
     r"permanent(?:ly)?|fatal|giving up|given up|gave up|(?:has|have) failed|delivery failed|"
-    r"\bfailed\b|(?:has been|was|is being) returned|\baborted\b|"
+    r"\bfailed\b|(?:has been|was|is being) returned|\baborted\b|delivery problems?|"
+    r"not (?:a )?member|"
     r"failure|could not be delivered|was not delivered|undeliver|did not reach|"
     r"unable to deliver|not be delivered|rejected|returned mail|mail delivery failed|"
     r"couldn't be delivered|wasn't delivered|non-?delivery", re.I)
