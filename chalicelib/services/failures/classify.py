@@ -34,6 +34,10 @@ class Verdict:
     # about the user is a filter's as often as the truth (carriers answer "550 Unknown user"
     # to mail their user's filter refuses).
     after_data: bool = False
+    # The wording about the address is the kind receivers' filters use too (KDDI/au's
+    # "550 : User unknown", with no address, for mail the user's filter refuses): weak
+    # evidence that the address is bad.
+    doubtful: bool = False
 
     @property
     def info(self) -> Reason:
@@ -70,7 +74,7 @@ class Verdict:
         for address-level wording in a temporary reply (a relay's expired 4.x.x report);
         ``never`` for everything about the sender, the IP, the content or the moment."""
         base = self.info.suppression
-        if base == AT_ONCE and (self.temporary or self.after_data):
+        if base == AT_ONCE and (self.temporary or self.after_data or self.doubtful):
             return AFTER_REPEATS
         return base
 
@@ -78,6 +82,7 @@ class Verdict:
         return {"reason": self.reason, "category": self.category,
                 "about_recipient": self.about_recipient, "transient": self.transient,
                 "temporary": self.temporary, "after_data": self.after_data,
+                "doubtful": self.doubtful,
                 "blames": self.blames, "suppression": self.suppression}
 
 
@@ -130,7 +135,8 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
     after_data = after_data or answered_data(text)
-    return Verdict(reason, temporary, status, code, after_data)
+    doubtful = REASONS[reason].about_recipient and rules.FILTER_WORDING.search(text) is not None
+    return Verdict(reason, temporary, status, code, after_data, doubtful)
 
 
 def _reason(status: str | None, code: int | None, text: str, temporary: bool) -> str:

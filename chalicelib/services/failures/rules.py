@@ -248,6 +248,10 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"data format error", r"queue file write error")),
 )
 
+# Wording about the address that receivers' filters answer with too: KDDI/au (ezweb) reply
+# "550 : User unknown", the address left out, to mail their user's filter refuses.
+FILTER_WORDING = re.compile(r"\b5\d\d\s*:?\s+:\s*user unknown", re.I)
+
 # Enhanced status (subject, detail) -> reason; a (subject, None) entry covers the rest of the
 # subject. For a temporary (4.x.x) status the second name applies where it differs.
 STATUS_CODES: dict[tuple[int, int | None], tuple[str, str]] = {

@@ -127,7 +127,8 @@ def parse_dsn(raw: bytes) -> dict:
         else:
             report["type"] = None
     report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
-                                 "temporary", "after_data", "blames", "suppression")))
+                                 "temporary", "after_data", "doubtful", "blames",
+                                 "suppression")))
     if report["type"] is not None:
         # Whether the refusal answered the message's data is told by the notification's
         # words ("in reply to end of DATA command", a transcript's ">>> DATA") as often as
@@ -153,7 +154,8 @@ def verdict(report: dict) -> failures.Verdict:
     """The taxonomy's verdict a parsed report carries."""
     return failures.Verdict(report["reason"], bool(report.get("temporary")),
                             report["status"] if failures.is_enhanced_status(report["status"])
-                            else None, after_data=bool(report.get("after_data")))
+                            else None, after_data=bool(report.get("after_data")),
+                            doubtful=bool(report.get("doubtful")))
 
 
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
