@@ -324,6 +324,8 @@ def figures(samples: list[dict], directory: Path) -> dict:
     good = good_suppressed = 0
     labelled = reason_agree = 0
     filtered_total = filtered_agree = 0
+    # the same without sisimai's `filtered` samples (MANIFEST.md: a convention of labels)
+    plain_total = plain_agree = plain_good = plain_good_suppressed = 0
     misses = []
     for raw_sample in samples:
         sample = normalized(raw_sample)
@@ -362,6 +364,12 @@ def figures(samples: list[dict], directory: Path) -> dict:
         if sample["filtered"]:
             filtered_total += 1
             filtered_agree += got["suppress"] == sample["address_bad"]
+        else:
+            plain_total += 1
+            plain_agree += got["suppress"] == sample["address_bad"]
+            if not sample["address_bad"]:
+                plain_good += 1
+                plain_good_suppressed += got["suppress"]
         if sample["reasons"]:
             labelled += 1
             if got["reason"] in sample["reasons"]:
@@ -373,6 +381,8 @@ def figures(samples: list[dict], directory: Path) -> dict:
             "good_suppressed": (good_suppressed, good), "reason_agrees": (reason_agree, labelled),
             "feedback_read": (feedback_read, feedback), "auth_failure_suppressed":
             (auth_suppressed, auth), "filtered": (filtered_agree, filtered_total),
+            "suppression_agrees_unfiltered": (plain_agree, plain_total),
+            "good_suppressed_unfiltered": (plain_good_suppressed, plain_good),
             "misses": misses}
 
 
@@ -411,6 +421,10 @@ def measure(corpus: str, directory: Path, show_misses: bool) -> dict:
     filtered = parts["all"]["filtered"]
     if filtered[1]:
         print(f"\nof which sisimai's `filtered`: suppressed-or-not agrees {_pct(*filtered)}")
+        print("without the `filtered` samples (MANIFEST.md): suppressed-or-not agrees " +
+              " / ".join(_pct(*p["suppression_agrees_unfiltered"]) for p in parts.values()) +
+              "; good recipients suppressed " +
+              " / ".join(_pct(*p["good_suppressed_unfiltered"]) for p in parts.values()))
     if show_misses:
         for miss in parts["development (2/3)"]["misses"]:
             print(*miss, sep="\t")
