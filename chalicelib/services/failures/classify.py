@@ -18,6 +18,11 @@ _AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data
 # After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
 _RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
                            r"rcpt commands were rejected|rcpt to: command before data", re.I)
+# The refusal answered MAIL FROM: the sender was refused, whatever the words say of hosts or
+# users (Postfix's "in reply to MAIL FROM command", a transcript's ">>> MAIL From:" answered
+# with a 4xx/5xx).
+_AFTER_MAIL_FROM = re.compile(r"in reply to mail from\b|>>>\s*mail from:?[^\n]*\n\s*<<<\s*[45]\d\d",
+                              re.I)
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -126,6 +131,7 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
             reason = "no_such_domain"
         return Verdict(reason, temporary, status, code)
     reason = _reason(status, code, text, temporary)
+    sender = sender or _AFTER_MAIL_FROM.search(text) is not None
     gave_up = (reason == "network" and klass != "5") or (reason == "unknown" and temporary)
     if (action or "").lower() == "expired" or (gave_up and (action or "").lower() == "failed"):
         # A failed report without a permanent status whose words say no more than that the

@@ -53,7 +53,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:ip|address|host|client).{0,40}(?:is |was )?(?:black|block)listed",
         r"\bS3150\b", r"\bS3140\b", r"\bRBL[- ]",
         r"www\.spamhaus", r"mailspike", r"uceprotect", r"junkemailfilter",
-        r"blocked by (?:an? )?(?:dns|real-?time)")),
+        r"blocked by (?:an? )?(?:dns|real-?time)", r"\bis an open relay")),
     ("ip_reputation", _rx(
         r"(?:ip|address|host|network).{0,40}(?:poor|bad|low|negative) reputation",
         r"(?:poor|bad|low|negative) reputation", r"reputation of (?:the|your) (?:sending )?ip",
