@@ -124,3 +124,61 @@ def test_codes_are_read_once_and_not_from_addresses():
     # an address named "filtered" or a link says nothing of the reason
     assert classify(code=550, text="550 <filtered@example.net>: Recipient address rejected: "
                                    "User unknown").reason == "no_such_user"
+
+
+def test_a_pipelined_transcript_refused_at_rcpt_not_after_data():
+    # Sendmail pipelines: ">>> DATA" is followed by the RCPT replies, then DATA's own 503/554
+    rcpt = (">>> DATA\n<<< 550 5.1.1 <ann@example.net>... User unknown\n"
+            "<<< 503 5.0.0 Need RCPT (recipient)")
+    assert not failures.answered_data(rcpt)
+    assert classify(text=rcpt).suppression == AT_ONCE
+    data = ">>> DATA\n<<< 550 Unknown user ann@example.net\n"
+    assert failures.answered_data(data) and classify(text=data).suppression == AFTER_REPEATS
+    assert failures.answered_data("SMTP error from remote mail server after end of data:")
+    assert failures.answered_data("-------SMTP command\nDATA")
+
+
+def test_wording_filters_use_and_a_refused_sender_do_not_suppress_at_once():
+    # KDDI/au answer "550 : User unknown" (no address) to mail their user's filter refuses
+    doubtful = classify(text="550 : User unknown")
+    assert doubtful.reason == "no_such_user" and doubtful.doubtful
+    assert doubtful.suppression == AFTER_REPEATS
+    assert not classify(text="550 <ann@example.net>: User unknown").doubtful
+    # the refusal answered MAIL FROM: about the sender, whatever it says of hosts
+    verdict = classify(text=">>> MAIL From:<bounce@example.com>\n<<< 501 no access from mail "
+                            "server [192.0.2.1] which is an open relay\n550 Host unknown")
+    assert verdict.reason == "block_list" and verdict.suppression == NEVER
+    assert classify(text="550 5.1.1 user unknown (in reply to MAIL FROM command)").reason == \
+        "sender_refused"
+
+
+def test_a_relay_that_gave_up_and_wording_families():
+    # a failed report that says only that connections failed: the relay gave up
+    assert classify(status="4.4.1", action="failed",
+                    text="connect to mx.example.net[192.0.2.1]:25: Connection timed out"
+                    ).reason == "expired"
+    assert classify(action="expired", text="Connection timed out").reason == "expired"
+    # a named refusal stays what it is
+    assert classify(status="4.7.1", action="failed", text="blocked using zen.spamhaus.org"
+                    ).reason == "block_list"
+    # Postfix's "Host not found, try again" is DNS's TRY_AGAIN, not NXDOMAIN
+    assert classify(text="Name service error for domain example.com: Host not found, try "
+                         "again").reason == "network"
+    for text, reason in (
+            ("User ann (ann@example.com) not listed in Domino Directory", "no_such_user"),
+            ("The recipient name is not recognized", "no_such_user"),
+            ("Invalid final delivery userid: ann@example.com", "no_such_user"),
+            ("L'adresse de messagerie référencée ci-dessus n'existe pas.", "no_such_user"),
+            ("maildir delivery failed: the user's maildir has overdrawn his diskspace quota",
+             "mailbox_full"),
+            ("This mail message has exceeded the maximum incoming message size.",
+             "message_too_large"),
+            ("554 No Resent-From field given", "invalid_message"),
+            ("Message from InterScan E-Mail VirusWall NT\nReason: Exceeded Maximum Delivery "
+             "Attempts.", "expired"),
+            ("553 http://www.spamhaus.org/query/bl?ip=192.0.2.1", "block_list"),
+            # wording that wraps, and a line for each recipient
+            ("permission denied. Command output: Mail quota\nexceeded.", "mailbox_full"),
+            ("ann@example.com: 550 5.1.1 User unknown\nbob@example.com: 552 5.2.2 Mailbox "
+             "full", "no_such_user")):
+        assert classify(text=text).reason == reason, text

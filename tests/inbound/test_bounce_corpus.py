@@ -88,11 +88,14 @@ def test_every_sample_is_read_and_the_figures_hold():
     ratio = {k: v[0] / v[1] for k, v in found.items()
              if isinstance(v, tuple) and v[1]}
     assert found["auth_failure_suppressed"][0] == 0  # never
-    assert ratio["matched"] >= 0.97
+    assert ratio["matched"] >= 0.99
     assert ratio["feedback_read"] >= 0.88
-    assert ratio["suppression_agrees"] >= 0.86
-    assert ratio["good_suppressed"] <= 0.12
-    assert ratio["reason_agrees"] >= 0.61
+    assert ratio["suppression_agrees"] >= 0.91
+    assert ratio["good_suppressed"] <= 0.07
+    assert ratio["reason_agrees"] >= 0.72
+    # without sisimai's `filtered` convention (MANIFEST.md)
+    assert ratio["suppression_agrees_unfiltered"] >= 0.95
+    assert ratio["good_suppressed_unfiltered"] <= 0.013
 
 
 def _pick(predicate, corpus=None, directory=None) -> tuple[dict, bytes]:

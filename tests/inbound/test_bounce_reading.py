@@ -129,3 +129,30 @@ def test_a_forwarded_complaint_is_recognised():
     assert report["original_message_id"] == "m1@sender.example"
     # an ordinary bounce is not a complaint
     assert complaints.parse(mixed("did not reach the following recipient(s)")) is None
+
+
+def test_what_says_failed_and_what_says_delivery_goes_on():
+    # words that say delivery goes on make a delay, whatever the subject says
+    going_on = bounces.parse_dsn(plain(
+        "Your message could not be delivered to the following recipients:\n"
+        "ann@example.net\nPlease do not resend your original message.\n"
+        "Delivery attempts will continue to be made for 5 day(s).",
+        subject="Delivery failure notification"))
+    assert going_on["type"] == "soft"
+    # a subject or text that says failed, returned or aborted is a failure
+    for subject, text in (("mail failed, returning to sender",
+                           "ann@example.net ... unknown host"),
+                          ("Processing Error", "The following mail has been returned because "
+                                               "it encountered an error."),
+                          ("Delivery status notification", "Delivery to the following "
+                                                           "recipients was aborted after 5.0 "
+                                                           "hour(s): ann@example.net")):
+        assert bounces.parse_dsn(plain(text, subject=subject))["type"] == "hard", subject
+
+
+def test_a_postfix_refusal_after_data_told_by_the_notification_words():
+    report = bounces.parse_dsn(mixed(
+        "<ann@example.net>: host mx.example.net[192.0.2.1] said: 550 Unknown user\n"
+        "    ann@example.net (in reply to end of DATA command)"))
+    assert report["reason"] == "no_such_user" and report["after_data"]
+    assert report["suppression"] != AT_ONCE
