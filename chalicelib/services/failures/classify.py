@@ -121,7 +121,12 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
     text = text or ""
     if status is not None and not codes.is_enhanced_status(status):
         status = None
-    status = status or codes.enhanced_status(text)
+    said_status = codes.enhanced_status(text)
+    if status and status.endswith(".0.0") and said_status and said_status[0] == status[0]:
+        # A report's "5.0.0" is often the reporting MTA's own guess from the basic code; the
+        # receiver's enhanced code in the reply ("550 5.7.26 ...") says more.
+        status = said_status
+    status = status or said_status
     code = code or codes.reply_code(text)
     klass = codes.status_class(status, code)
     temporary = klass == "4" or (klass is None and (action or "").lower() == "delayed")
@@ -157,6 +162,8 @@ def _reason(status: str | None, code: int | None, text: str, temporary: bool) ->
         return coded
     if temporary and code in (421, 451, 452):  # RFC 5321: service or local system trouble
         return "system_error"
+    if code in (500, 501, 502, 503, 504):  # RFC 5321: syntax, command or sequence errors
+        return "invalid_message"
     return "unknown"
 
 

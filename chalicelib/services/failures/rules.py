@@ -58,6 +58,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:ip|address|host|network).{0,40}(?:poor|bad|low|negative) reputation",
         r"(?:poor|bad|low|negative) reputation", r"reputation of (?:the|your) (?:sending )?ip",
         r"ip reputation", r"sender ?score", r"unsolicited mail originating from your ip",
+        r"\b\d{1,3}(?:\.\d{1,3}){3}\]? (?:is |has been |was )?(?:blocked|banned|blacklisted)",
         r"(?:ip|address) .{0,40}(?:has been|is|was) (?:temporarily )?(?:blocked|banned)",
         r"messages from \[?\d{1,3}(?:\.\d{1,3}){3}\]? (?:weren't|were not|temporarily) ",
         r"\[ts0[1-4]\]", r"due to (?:excessive )?user complaints",
@@ -80,7 +81,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("authentication", _rx(
         r"\bdmarc\b", r"\bspf\b", r"\bdkim\b", r"sender policy framework",
         r"unauthenticated (?:e-?)?mail", r"not (?:properly )?authenticated",
-        r"authentication (?:failed|failure|check failed|results)",
+        r"authentication (?:failed|failure|checks? failed|results)",
         r"domain-?keys", r"\barc\b (?:validation|failed)", r"fails? (?:the )?alignment",
         r"does not designate .{0,60} as permitted sender")),
     ("ptr_required", _rx(
@@ -90,7 +91,8 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"no (?:reverse|ptr|hostname) (?:record|for)", r"fcrdns",
         r"not (?:have|has) (?:a )?(?:valid )?(?:reverse|ptr|hostname)",
         r"unresolvable (?:ip|address|client|host)", r"hostname (?:does not|doesn't) resolve",
-        r"helo .{0,60}(?:does not|doesn't) (?:resolve|match)", r"forward-confirmed")),
+        r"helo .{0,60}(?:does not|doesn't) (?:resolve|match)", r"forward-confirmed",
+        r"unverif(?:i|y)able (?:sending )?ips?\b")),
     # The recipient's domain, then the mailbox.
     # A DNS failure that may pass (Postfix's "Host not found, try again" is DNS's TRY_AGAIN,
     # not NXDOMAIN): before the rules for a domain that does not exist.
@@ -189,10 +191,12 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"throttl", r"slow down", r"sending rate", r"exceeded .{0,40}(?:rate|limit)",
         r"too much mail", r"temporarily deferred", r"connection limit", r"limit exceeded",
         r"too fast", r"receiving mail at a rate", r"rate that prevents",
+        r"frequency limit",
         r"maximum number of (?:connections|messages)")),
     ("policy", _rx(
         r"relay(?:ing)? (?:denied|not permitted|not allowed|access denied|prohibited)",
         r"not permitted to relay", r"unable to relay", r"we do not relay", r"relay not",
+        r"not configured to relay",
         r"administrative prohibition", r"prohibited", r"not authori[sz]ed",
         r"policy", r"access denied", r"(?:tls|starttls|encryption) (?:is )?required",
         r"must (?:issue|use) (?:a )?starttls", r"authentication required",
@@ -209,7 +213,8 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"without (?:an? )?[\w-]+:? (?:header|field)s?", r"bare (?:lf|cr)",
         r"line (?:too long|length)", r"8-?bit", r"content conversion", r"(?:mime|message) "
         r"(?:format|structure)", r"command (?:unrecognized|not recognized)",
-        r"bad sequence of commands", r"invalid (?:command|argument)")),
+        r"bad sequence of commands", r"invalid (?:command|argument)",
+        r"(?:command|parameter) not implemented")),
     ("expired", _rx(
         r"retry (?:timeout|time) (?:exceeded|not reached for any host after a long)",
         r"(?:message|delivery) (?:time )?expired", r"delivery time expired",
