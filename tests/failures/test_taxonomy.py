@@ -182,3 +182,14 @@ def test_a_relay_that_gave_up_and_wording_families():
             ("ann@example.com: 550 5.1.1 User unknown\nbob@example.com: 552 5.2.2 Mailbox "
              "full", "no_such_user")):
         assert classify(text=text).reason == reason, text
+
+
+def test_a_reports_undefined_status_gives_way_to_the_receivers_code():
+    # Postfix writes "Status: 5.0.0" from a bare 550; the receiver's 5.7.26 says DMARC
+    verdict = classify(status="5.0.0", text="550 5.7.26 <ann@example.net>: Recipient address "
+                                            "rejected: Multiple authentication checks failed")
+    assert (verdict.status, verdict.reason) == ("5.7.26", "authentication")
+    assert classify(status="5.1.1", text="550 5.7.1 user unknown").status == "5.1.1"
+    # RFC 5321's syntax and sequence errors, when nothing else says why
+    assert classify(text="504 Command parameter not implemented").reason == "invalid_message"
+    assert classify(code=503, text="503 bad").reason == "invalid_message"
