@@ -193,3 +193,9 @@ def test_a_reports_undefined_status_gives_way_to_the_receivers_code():
     # RFC 5321's syntax and sequence errors, when nothing else says why
     assert classify(text="504 Command parameter not implemented").reason == "invalid_message"
     assert classify(code=503, text="503 bad").reason == "invalid_message"
+
+
+def test_a_version_in_words_is_no_status():
+    assert failures.enhanced_status("RELEASED Mailman 2.0.12 ... 550 5.1.1 gone") == "5.1.1"
+    assert failures.enhanced_status("RELEASED Mailman 2.0.12") is None
+    assert failures.enhanced_status("2.0.0") == "2.0.0"  # a DSN's Status field

@@ -15,8 +15,14 @@ _BASIC_ANYWHERE = re.compile(r"(?<![\w.:/-])([45][0-5]\d)(?=[ -][^\d]|$)", re.M)
 
 
 def enhanced_status(text: str | None) -> str | None:
-    """The first enhanced status code in ``text`` ("5.1.1"), or None."""
-    match = ENHANCED.search(text or "")
+    """The first enhanced status code of a failure (4.x.x, 5.x.x) in ``text`` ("5.1.1"); a
+    success code (2.x.x) only when it is the whole text (a DSN's Status field: in words,
+    "Mailman 2.0.12" is a version); else None."""
+    text = text or ""
+    for match in ENHANCED.finditer(text):
+        if match.group(1) in "45":
+            return ".".join(match.groups())
+    match = ENHANCED.fullmatch(text.strip())
     return ".".join(match.groups()) if match else None
 
 
