@@ -126,6 +126,19 @@ def _through_the_gateway(stack, api, tenant, sent, raw):  # noqa: F811
     return bounce, suppressed, message(api, tenant, recipient["id"])
 
 
+def _read_as_expected(kind: str, bounce: dict, suppressed: bool, original: dict) -> dict:
+    if kind == "bad_address":
+        assert bounce["about_recipient"] is True and suppressed
+        assert original["status"] == "Bounced"
+    elif kind == "refused":
+        assert bounce["about_recipient"] is False and not suppressed
+    elif kind == "complaint":
+        assert bounce["bounce_type"] == "complaint" and suppressed
+    else:
+        assert bounce["bounce_type"] == "auth_failure" and not suppressed
+    return bounce
+
+
 @pytest.mark.parametrize("kind", ["bad_address", "refused", "complaint"])
 def test_package_samples_through_the_gateway(stack, api, tenant, sent, packages,  # noqa: F811
                                              kind):
@@ -138,15 +151,9 @@ def test_package_samples_through_the_gateway(stack, api, tenant, sent, packages,
         s["source"] == "baunsu",
         "complaint": lambda s: s["kind"] == "feedback"}
     _, raw = _pick(predicates[kind], bounce_corpus.load("packages"), packages)
-    bounce, suppressed, original = _through_the_gateway(stack, api, tenant, sent, raw)
-    if kind == "bad_address":
-        assert bounce["about_recipient"] is True and suppressed
-        assert original["status"] == "Bounced"
-    elif kind == "refused":
-        assert bounce["about_recipient"] is False and not suppressed
+    bounce = _read_as_expected(kind, *_through_the_gateway(stack, api, tenant, sent, raw))
+    if kind == "refused":
         assert bounce["reason"] == "block_list"
-    else:
-        assert bounce["bounce_type"] == "complaint" and suppressed
 
 
 @needs_corpus
@@ -160,11 +167,4 @@ def test_real_samples_through_the_gateway(stack, api, tenant, sent, kind):  # no
         s["file"].startswith("lhost-postfix"),
         "auth_failure": lambda s: s["feedback_type"] == "auth-failure"}
     _, raw = _pick(predicates[kind])
-    bounce, suppressed, original = _through_the_gateway(stack, api, tenant, sent, raw)
-    if kind == "bad_address":
-        assert bounce["about_recipient"] is True and suppressed
-        assert original["status"] == "Bounced"
-    elif kind == "refused":
-        assert bounce["about_recipient"] is False and not suppressed
-    else:
-        assert bounce["bounce_type"] == "auth_failure" and not suppressed
+    _read_as_expected(kind, *_through_the_gateway(stack, api, tenant, sent, raw))
