@@ -16,6 +16,8 @@ Interface (stable; other packages build on it):
     verdict.category         # the coarse category (failures.CATEGORIES)
     verdict.suppression      # "at_once", "after_repeats" or "never" for a final failure
     verdict.status, .code    # the enhanced status and basic reply code used
+    verdict.after_data       # the refusal answered the message's data (read from the text too)
+    verdict.doubtful         # wording receivers' filters use too ("550 : User unknown")
     verdict.as_dict()        # the above as a record
 
     failures.REASONS[name]   # Reason(name, group, category, blames, suppression, description)
@@ -35,6 +37,9 @@ The reasons (``reasons.py``; docs/api.md lists them with their meaning):
     may pass             mailbox_full, mailbox_disabled, rate_limited, greylisted, network,
                          expired (a relay gave up), system_error
     unknown              unknown
+
+An address-level reason suppresses at once only on firm evidence: not in a temporary
+report, not after DATA, not in doubtful wording (those wait for repeats).
 
 How: the wording of the text is read first (``rules.TEXT_RULES``, specific before general:
 a block list named in a 5.1.1 reply is a block list), then the enhanced status code

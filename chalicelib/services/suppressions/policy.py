@@ -7,7 +7,8 @@ failure's reason (``services/failures/``), not the digit of its code:
   the mailbox moved, the domain accepts no mail) suppresses the recipient at once
   (``HardBounce``, for SUPPRESSION_EXPIRY_DAYS);
 - a mailbox full or disabled, a relay that gave up (expired), and address-level wording in a
-  temporary (4.x.x) report, suppress only when repeated: SUPPRESSION_REPEAT_FAILURES failures
+  temporary (4.x.x) report, in a refusal of the message's data, or in words receivers'
+  filters use too (``Verdict.suppression``), suppress only when repeated: SUPPRESSION_REPEAT_FAILURES failures
   spanning at least SUPPRESSION_REPEAT_DAYS days, none more than that many days after the one
   before (a longer quiet spell starts the count again). The count lives in
   ``recipient_failures``, one row per server and address, deleted when the address is
