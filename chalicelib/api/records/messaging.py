@@ -9,6 +9,7 @@ import base64
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
+from chalicelib.services import failures
 from chalicelib.db.models import (CapturedMessage, ClickEvent, Credential, Delivery, MailFrame,
                                   Message, MessageEvent, OpenEvent, Route, Server, Stream,
                                   Template)
@@ -25,6 +26,7 @@ def message(m: Message, stream_permalink: str | None = None) -> dict:
     return {
         "id": m.id, "token": m.token, "scope": m.scope, "status": m.status,
         "status_details": m.status_details, "bounce_category": m.bounce_category,
+        "bounce_reason": m.bounce_reason,
         "rcpt_to": m.rcpt_to, "mail_from": m.mail_from,
         "subject": m.subject, "message_id": m.message_id_header,
         "submission_id": m.submission_id, "tag": m.tag, "metadata": m.metadata_json,
@@ -59,7 +61,9 @@ def attachment(description: dict, data: bytes) -> dict:
 @builds(shape.Delivery)
 def delivery(d: Delivery) -> dict:
     return {"id": d.id, "status": d.status, "stage": d.stage, "host": d.host, "code": d.code,
-            "output": d.output, "details": d.details, "category": d.category, "tls": d.tls,
+            "output": d.output, "details": d.details, "category": d.category,
+            "reason": d.reason, "about_recipient": failures.about_recipient(d.reason),
+            "tls": d.tls,
             "tls_verified": d.tls_verified, "mta_sts": d.mta_sts,
             "source_address": d.source_address, "duration_ms": d.duration_ms,
             "timestamp": d.created_at}
@@ -78,7 +82,9 @@ def bounce(db: Session, bounce: Message) -> dict:
             "rcpt_to": bounce.rcpt_to, "mail_from": bounce.mail_from, "subject": bounce.subject,
             "size": bounce.size, "status_code": report.get("status"),
             "action": report.get("action"), "bounce_type": report.get("type"),
-            "category": report.get("category"),
+            "category": report.get("category"), "reason": report.get("reason"),
+            "about_recipient": failures.about_recipient(report.get("reason")),
+            "suppressed": bool(report.get("suppressed")),
             "diagnostic": report.get("diagnostic"),
             "final_recipient": report.get("final_recipient"),
             "remote_mta": report.get("remote_mta"), "reporting_mta": report.get("reporting_mta"),
@@ -87,7 +93,7 @@ def bounce(db: Session, bounce: Message) -> dict:
                 "id": original.id, "token": original.token, "rcpt_to": original.rcpt_to,
                 "mail_from": original.mail_from, "subject": original.subject,
                 "status": original.status},
-            "complaint": None if report.get("type") != "complaint" else {
+            "complaint": None if report.get("type") not in ("complaint", "auth_failure") else {
                 k: report.get(k) for k in (
                     "feedback_type", "user_agent", "original_mail_from", "original_rcpt_to",
                     "arrival_date", "source_ip", "reported_domain")},
