@@ -32,6 +32,11 @@ class Message(TypedDict):
     stream: Annotated[str | None, Field(description="The stream's permalink.")]
     bounce: bool
     held: bool
+    return_path: Annotated[str | None, Field(description=(
+        "The host of the envelope sender (return path) it went out with, by its last "
+        "attempt that reached a server: the domain's own (rp.example.com) or the "
+        "installation's; null before. Bounces to it are accepted while the message is kept, "
+        "even after the domain changes its return path."))]
     size: int
     attempts: int
     next_attempt_at: datetime | None
@@ -72,7 +77,9 @@ class Delivery(TypedDict):
 
 @record
 class Event(TypedDict):
-    """One entry of a message's history (MessageSent, MessageDelayed, …)."""
+    """One entry of a message's history: the four webhook events (MessageSent,
+    MessageDelayed, MessageDeliveryFailed, MessageHeld) and the ones recorded in the history
+    only (MessageCancelled, MessageBounced, MessageComplained)."""
 
     event: str
     uuid: str

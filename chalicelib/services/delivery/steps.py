@@ -105,6 +105,8 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
             no_route=outcome.host is None and outcome.recipient_rejected)
         values["bounce_category"] = category  # kept when a retry is sent
     values["status_details"] = details
+    if outcome.host is not None:  # a server heard this envelope sender: bounces come to it
+        values["return_path"] = domain_names.envelope_host(message.return_path_domain)
     attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
                    code=outcome.code, output=outcome.output, details=details, category=category,
                    tls=outcome.tls, tls_verified=outcome.tls_verified, mta_sts=outcome.mta_sts,

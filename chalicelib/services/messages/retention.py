@@ -8,7 +8,7 @@ are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
 suppressions go a day after they expire; mail frames once they expire (each server also
 clears its own when it issues one); delivery destinations idle for a day (per-destination
-pacing). The audit trail (auth_events) is kept.
+pacing); a domain's former return-path hosts once the mail sent with them is gone. The audit trail (auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from chalicelib import clock, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   InstallationKey, MailFrame, Message, OidcLogin,
-                                  PasskeyCeremony, PasswordResetToken, Server,
+                                  PasskeyCeremony, PasswordResetToken, RetiredReturnPath, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
@@ -78,6 +78,8 @@ def prune(db: Session) -> dict[str, int]:
         # Retired DKIM and installation keys (no longer listed after retire_at).
         ("dkim_keys", DkimKey, DkimKey.retire_at < now),
         ("installation_keys", InstallationKey, InstallationKey.retire_at < now),
+        # Former return-path hosts, once the mail sent with them is gone.
+        ("retired_return_paths", RetiredReturnPath, RetiredReturnPath.keep_until < now),
     ):
         ids = list(db.scalars(select(model.id).where(condition).limit(BATCH)))
         counts[name] = _delete_ids(db, model, ids)
