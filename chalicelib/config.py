@@ -345,6 +345,12 @@ KEYS: tuple[Key, ...] = (
     _env("RETENTION_INTERVAL_SECONDS", 3600.0, float,
          "How often the local stack prunes expired rows (AWS: an hourly schedule)."),
     _env("SUPPRESSION_EXPIRY_DAYS", 30, int, "How long a hard-failed recipient stays suppressed."),
+    _env("SUPPRESSION_REPEAT_FAILURES", 3, int,
+         "A failure that may pass (mailbox full or disabled, a relay's expiry) suppresses its "
+         "recipient only once it is repeated this many times (docs/api.md, suppression policy)."),
+    _env("SUPPRESSION_REPEAT_DAYS", 15, int,
+         "...and only when those failures span at least this many days, none more than this "
+         "many days after the one before (a longer quiet spell starts the count again)."),
     _env("SMTP_HOSTNAME", "localhost", str,
          "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
     _env("RETURN_PATH_DOMAIN", "", str, "Domain of per-message return-path addresses; empty: rp.<SMTP_HOSTNAME>."),
@@ -516,6 +522,8 @@ class Settings(BaseModel):
     outbound_relay_port: int
     outbound_relay_clients: str
     suppression_expiry_days: int
+    suppression_repeat_failures: int
+    suppression_repeat_days: int
     webhook_log_retention_days: int
     retention_interval_seconds: float
     smtp_hostname: str

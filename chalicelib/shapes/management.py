@@ -227,6 +227,12 @@ class Suppression(TypedDict):
     stream: Annotated[str | None, Field(description="The stream's permalink; null: every stream.")]
     origin: str
     source: Annotated[str, Field(description="The same as origin (its earlier name).")]
+    bounce_reason: Annotated[str | None, Field(description=(
+        "For an entry a failure or a bounce added: the failure's reason (docs/api.md, "
+        "failure reasons), e.g. no_such_user; null for other entries and older ones."))]
+    message_id: Annotated[int | None, Field(description=(
+        "For an entry a failure or a bounce added: the message whose failure added it "
+        "(it may since have been deleted by retention)."))]
     created_at: datetime
     expires_at: datetime | None
 

@@ -22,6 +22,9 @@ class Message(TypedDict):
     status_details: str | None
     bounce_category: Annotated[str | None, Field(
         description="The category of the last failure or bounce (kept after a later success).")]
+    bounce_reason: Annotated[str | None, Field(description=(
+        "The reason of the last failure or bounce (docs/api.md, failure reasons; kept after a "
+        "later success); null: it never failed, or it failed before reasons were recorded."))]
     rcpt_to: str
     mail_from: str
     subject: str | None
@@ -62,6 +65,11 @@ class Delivery(TypedDict):
     output: str | None
     details: str | None
     category: Annotated[str | None, Field(description="The failure's category; null when sent.")]
+    reason: Annotated[str | None, Field(description=(
+        "The failure's reason (docs/api.md, failure reasons); null when sent."))]
+    about_recipient: Annotated[bool | None, Field(description=(
+        "The failure says the recipient's address itself is bad; null when sent or when "
+        "the attempt predates reasons."))]
     tls: Annotated[bool, Field(description="The session used STARTTLS.")]
     tls_verified: Annotated[bool, Field(description=(
         "The server's certificate was validated for its host name (checked when the "
@@ -319,8 +327,16 @@ class Bounce(TypedDict):
     size: int
     status_code: str | None
     action: str | None
-    bounce_type: Annotated[str | None, Field(description="hard, soft or complaint")]
+    bounce_type: Annotated[str | None, Field(description=(
+        "hard (the message failed), soft (a delay report), complaint (a spam complaint), "
+        "auth_failure (an authentication-failure report, RFC 6591) or null (nothing read)"))]
     category: str | None
+    reason: Annotated[str | None, Field(description=(
+        "The failure's reason (docs/api.md, failure reasons); null for feedback reports."))]
+    about_recipient: Annotated[bool | None, Field(description=(
+        "The report says the recipient's address itself is bad."))]
+    suppressed: Annotated[bool, Field(description=(
+        "This report added the recipient to the suppression list."))]
     diagnostic: str | None
     final_recipient: str | None
     remote_mta: str | None

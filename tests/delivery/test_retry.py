@@ -7,7 +7,10 @@ from tests.support import Api, make_tenant
 
 
 def test_a_hard_failed_message_is_delivered_after_unsuppress_and_retry(api, tenant, mx):  # noqa: F811
-    mx.script = ["rcpt:550 5.1.1 mailbox full for now"]
+    # An unknown user: the reply was "550 5.1.1 mailbox full for now", which suppressed only
+    # because any 5xx did; a full mailbox now suppresses only when repeated over days
+    # (services/suppressions/policy.py), so the address-level reply this test needs is this.
+    mx.script = ["rcpt:550 5.1.1 no such user"]
     to = rcpt("retry")
     [r] = sent_ok(api, tenant, to=[to])["recipients"]
     wait_status(api, tenant, r["id"], "HardFail")

@@ -123,8 +123,8 @@ def suppression(s: Suppression) -> dict:
     # ``source`` repeats ``origin`` for clients written before origins had that name.
     return {"id": s.id, "address": s.address, "reason": s.reason, "details": s.details,
             "stream": s.stream.permalink if s.stream_id and s.stream else None,
-            "origin": s.origin, "source": s.origin,
-            "created_at": s.created_at, "expires_at": s.expires_at}
+            "origin": s.origin, "source": s.origin, "bounce_reason": s.bounce_reason,
+            "message_id": s.message_id, "created_at": s.created_at, "expires_at": s.expires_at}
 
 
 @builds(shape.Webhook)

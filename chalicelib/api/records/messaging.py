@@ -9,6 +9,7 @@ import base64
 from sqlalchemy.orm import Session
 
 from chalicelib.config import get_settings
+from chalicelib.services import failures
 from chalicelib.db.models import (CapturedMessage, ClickEvent, Credential, Delivery, MailFrame,
                                   Message, MessageEvent, OpenEvent, Route, Server, Stream,
                                   Template)
@@ -25,6 +26,7 @@ def message(m: Message, stream_permalink: str | None = None) -> dict:
     return {
         "id": m.id, "token": m.token, "scope": m.scope, "status": m.status,
         "status_details": m.status_details, "bounce_category": m.bounce_category,
+        "bounce_reason": m.bounce_reason,
         "rcpt_to": m.rcpt_to, "mail_from": m.mail_from,
         "subject": m.subject, "message_id": m.message_id_header,
         "submission_id": m.submission_id, "tag": m.tag, "metadata": m.metadata_json,
@@ -60,7 +62,9 @@ def attachment(description: dict, data: bytes) -> dict:
 @builds(shape.Delivery)
 def delivery(d: Delivery) -> dict:
     return {"id": d.id, "status": d.status, "stage": d.stage, "host": d.host, "code": d.code,
-            "output": d.output, "details": d.details, "category": d.category, "tls": d.tls,
+            "output": d.output, "details": d.details, "category": d.category,
+            "reason": d.reason, "about_recipient": failures.about_recipient(d.reason),
+            "tls": d.tls,
             "tls_verified": d.tls_verified, "mta_sts": d.mta_sts,
             "source_address": d.source_address, "duration_ms": d.duration_ms,
             "timestamp": d.created_at}
@@ -79,7 +83,9 @@ def bounce(db: Session, bounce: Message) -> dict:
             "rcpt_to": bounce.rcpt_to, "mail_from": bounce.mail_from, "subject": bounce.subject,
             "size": bounce.size, "status_code": report.get("status"),
             "action": report.get("action"), "bounce_type": report.get("type"),
-            "category": report.get("category"),
+            "category": report.get("category"), "reason": report.get("reason"),
+            "about_recipient": failures.about_recipient(report.get("reason")),
+            "suppressed": bool(report.get("suppressed")),
             "diagnostic": report.get("diagnostic"),
             "final_recipient": report.get("final_recipient"),
             "remote_mta": report.get("remote_mta"), "reporting_mta": report.get("reporting_mta"),

@@ -10,7 +10,7 @@ from chalicelib.api.framework import SERVER, Call, endpoint, paginate
 from chalicelib.api.records import messaging
 from chalicelib.services.inbound import bounces
 from chalicelib.shapes import messaging as shape
-from chalicelib.services.delivery.categories import CATEGORIES
+from chalicelib.services.failures import CATEGORIES
 
 bp = Blueprint(__name__)
 

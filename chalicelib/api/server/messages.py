@@ -15,7 +15,7 @@ from chalicelib.services.messages import actions, search
 from chalicelib.services.mime import view
 from chalicelib.services.sending import submission
 from chalicelib.shapes import messaging as shape
-from chalicelib.services.delivery.categories import CATEGORIES
+from chalicelib.services.failures import CATEGORIES
 
 bp = Blueprint(__name__)
 

@@ -5,7 +5,8 @@ from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, Oi
 from chalicelib.db.models.dmarc import DmarcRecord, DmarcReport
 from chalicelib.db.models.mail_frames import MailFrame
 from chalicelib.db.models.messages import (CapturedMessage, Delivery, Message, MessageEvent,
-                                           MessageRaw, Stream, Submission, Suppression, Template)
+                                           MessageRaw, RecipientFailure, Stream, Submission,
+                                           Suppression, Template)
 from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
@@ -23,7 +24,7 @@ __all__ = [
     "Credential", "Delivery", "DeliveryDestination", "DeliveryLease", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
     "IdempotencyKey", "InfrastructureSignal", "InstallationKey", "IPAddress", "IPPool", "Invitation",
     "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "Passkey",
-    "PasskeyCeremony", "SendLimitCounter",
+    "PasskeyCeremony", "RecipientFailure", "SendLimitCounter",
     "OpenEvent", "Organization", "PasswordResetToken", "ReputationMark", "RetiredReturnPath",
     "Route", "Server", "ServerReputation", "SmtpAuthFailure",
     "StatCounter", "Stream",

@@ -9,7 +9,7 @@ is due; ``locked_by``/``locked_at`` is a worker's claim (see db/claims.py).
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (JSON, Boolean, DateTime, ForeignKey, Index, Integer, LargeBinary, String,
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, LargeBinary, String,
                         Text, UniqueConstraint)
 from sqlalchemy.orm import Mapped, deferred, mapped_column, relationship
 
@@ -110,9 +110,10 @@ class Message(Base):
     # Failed, Rejected (incoming)
     status: Mapped[str] = mapped_column(String(16), default=statuses.PENDING, nullable=False)
     status_details: Mapped[str | None] = mapped_column(Text)
-    # The category of the last failed attempt or bounce (services/delivery/categories.py), kept
-    # after a later success (it says why the message was late); NULL: it never failed.
+    # The category and reason of the last failed attempt or bounce (services/failures/), kept
+    # after a later success (they say why the message was late); NULL: it never failed.
     bounce_category: Mapped[str | None] = mapped_column(String(32))
+    bounce_reason: Mapped[str | None] = mapped_column(String(32))
     held: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     # The host of the envelope sender it went out with (its last attempt's): a domain's own
     # return path (rp.example.com) or RETURN_PATH_DOMAIN; NULL until an attempt reached a
@@ -167,6 +168,7 @@ class Delivery(Base):
     output: Mapped[str | None] = mapped_column(Text)
     details: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(String(32))  # of a failed attempt
+    reason: Mapped[str | None] = mapped_column(String(32))  # of a failed attempt (failures/)
     tls: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     # the server's certificate was validated for the host's name (MTA-STS: smtp.py)
     tls_verified: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False,
@@ -224,8 +226,32 @@ class Suppression(Base):
                                             nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime())
+    # A bounce's entry: the failure's reason (services/failures/) and the message whose
+    # failure or bounce added it (not a foreign key: the message may be deleted by retention)
+    bounce_reason: Mapped[str | None] = mapped_column(String(32))
+    message_id: Mapped[int | None] = mapped_column(BigInteger)
 
     stream: Mapped[Stream | None] = relationship()
+
+
+class RecipientFailure(Base):
+    """Failures of one address on a server that suppress only when repeated (a mailbox full,
+    disabled, a relay's expiry): how many, since when, the last reason
+    (services/suppressions/policy.py). Gone once the address is suppressed."""
+
+    __tablename__ = "recipient_failures"
+    __table_args__ = (UniqueConstraint("server_id", "address",
+                                       name="uq_recipient_failures_server_address"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    address: Mapped[str] = mapped_column(String(255), nullable=False)
+    reason: Mapped[str] = mapped_column(String(32), nullable=False)
+    failures: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1")
+    first_failed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    last_failed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
 
 
 class CapturedMessage(Base):

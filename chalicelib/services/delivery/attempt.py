@@ -36,7 +36,7 @@ from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.services.delivery import (capture, egress, mta_sts, pacing,
                                          recorder as recording, smtp, steps)
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
-from chalicelib.services.suppressions import entries as suppressions
+from chalicelib.services.suppressions import policy as suppressions
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,10 @@ def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
     if decision.retry_in is not None:
         queues.enqueue_after_commit(db, queues.DELIVERIES, message.id,
                                     min(decision.retry_in, SQS_MAX_DELAY))
-    if decision.suppress is not None:
-        suppressions.suppress(db, message.server_id, message.rcpt_to, reason="HardBounce",
-                              origin="hard_fail", details=decision.suppress)
+    if decision.suppress is not None:  # the one suppression policy decides (not the digit)
+        suppressions.after_failure(db, message.server_id, message.rcpt_to, decision.verdict,
+                                   origin="hard_fail", details=decision.suppress,
+                                   message_id=message.id)
     values, attempt_row = decision.values, decision.attempt
     if size is not None:
         values = {**values, "size": size}

@@ -7,8 +7,11 @@
    domain's key); every later attempt resends these same bytes.
 3. ``return_path``: the envelope sender, whose token the bounce handler matches.
 4. ``decide``: what an attempt's outcome means: Sent; SoftFail with the next attempt on the
-   retry schedule; HardFail (refused, or retries exhausted), with the recipient suppressed
-   when the refusal was about the recipient; and the bounce category of every failure.
+   retry schedule; HardFail (refused, or retries exhausted); the failure's verdict
+   (``services/failures/``: reason, category, whether the address is bad) on every failure;
+   and, for a final failure the remote server or the DNS gave, the verdict handed to the
+   suppression policy (``services/suppressions/policy.py``), which decides whether the
+   recipient is suppressed.
 """
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from chalicelib import clock, statuses
-from chalicelib.services.delivery import categories, retry, smtp
+from chalicelib.services import failures
+from chalicelib.services.delivery import retry, smtp
 from chalicelib.services.dkim import keys as dkim_keys, signer
 from chalicelib.services.domains import names as domain_names
 from chalicelib.services.suppressions import unsubscribe
@@ -71,7 +75,10 @@ class Decision(NamedTuple):
     event: tuple[str, str]  # (event, details)
     attempt: dict           # the Delivery row
     retry_in: float | None  # seconds until the next attempt (SoftFail)
-    suppress: str | None    # suppression details: the recipient was refused for good
+    # A final failure for the suppression policy: its details (None: nothing to decide) and
+    # its verdict (policy.after_failure decides whether the recipient is suppressed)
+    suppress: str | None
+    verdict: failures.Verdict | None = None
 
 
 def decide(message, outcome: smtp.Outcome) -> Decision:
@@ -95,21 +102,35 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
             attempt_status = smtp.HARD
         values.update(status=statuses.HARD_FAIL, next_attempt_at=None)
         event = ("MessageDeliveryFailed", details)
-        if outcome.recipient_rejected:
-            suppress = f"hard failure: {details}"[:1000]
-    category = None
+    category = reason = verdict = None
     if status != smtp.SENT:
-        # A hard failure with no host tried is the DNS saying the domain takes no mail.
-        category = categories.classify(
-            code=outcome.code, text=outcome.output or details,
-            no_route=outcome.host is None and outcome.recipient_rejected)
-        values["bounce_category"] = category  # kept when a retry is sent
+        verdict = failure_verdict(outcome, details)
+        category, reason = verdict.category, verdict.reason
+        # kept when a retry is sent
+        values.update(bounce_category=category, bounce_reason=reason)
+        # Only what the recipient's side said (a reply, or the DNS: no host was tried) is
+        # evidence about the recipient; a failure of our own (unsignable) is not.
+        if values["status"] == statuses.HARD_FAIL and \
+                (outcome.host is not None or outcome.recipient_rejected):
+            suppress = f"hard failure: {details}"[:1000]
     values["status_details"] = details
     if outcome.host is not None:  # a server heard this envelope sender: bounces come to it
         values["return_path"] = domain_names.envelope_host(message.return_path_domain)
     attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
                    code=outcome.code, output=outcome.output, details=details, category=category,
+                   reason=reason,
                    tls=outcome.tls, tls_verified=outcome.tls_verified, mta_sts=outcome.mta_sts,
                    source_address=outcome.source_address, duration_ms=outcome.duration_ms,
                    created_at=now)
-    return Decision(values, event, attempt, retry_in, suppress)
+    return Decision(values, event, attempt, retry_in, suppress, verdict)
+
+
+def failure_verdict(outcome: smtp.Outcome, details: str) -> failures.Verdict:
+    """The verdict on a failed attempt: the remote reply (code and text), or the DNS when no
+    host was tried and the domain takes no mail; a permanent refusal of the envelope sender
+    is never about the recipient."""
+    no_route = outcome.host is None and outcome.recipient_rejected
+    sender = outcome.status == smtp.HARD and outcome.host is not None and \
+        not outcome.recipient_rejected and (outcome.code or 0) >= 500
+    return failures.classify(code=outcome.code, text=outcome.output or details,
+                             no_route=no_route, sender=sender)

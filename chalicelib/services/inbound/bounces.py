@@ -7,9 +7,11 @@ The token in the local part names the original message (scope outgoing, not itse
 bounce). The DSN is stored as a Message with ``bounce`` true and ``original_message_id``, its
 parsed report (status code, action, diagnostic, recipient, remote MTA) in the message's
 metadata. A hard bounce (action ``failed`` or a 5.x.x status) marks the original ``Bounced``
-and suppresses its recipient like a hard delivery failure; a delay report (4.x.x) is only
-recorded. Each report carries a category (services/delivery/categories.py) from its status code
-and diagnostic, also set on the original as ``bounce_category``.
+and goes to the suppression policy (services/suppressions/policy.py) exactly as a hard
+delivery failure does: only a reason about the address suppresses at once; a delay report is
+only recorded. Each report carries the taxonomy's verdict (services/failures/: reason,
+category, about_recipient, transient, blames) from its status code, action and diagnostic;
+the original gets ``bounce_category`` and ``bounce_reason``.
 
 A feedback report (ARF) arriving at a return path is a complaint (``complaints.py``, chosen
 by ``classify.py``), stored the same way (``return_path.store``; bounce_type ``complaint``).
@@ -24,12 +26,12 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors, statuses
 from chalicelib.db.models import Message
+from chalicelib.services import failures
 from chalicelib.services.inbound import return_path
 
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
 
-_STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
 
 
@@ -66,7 +68,8 @@ def parse_dsn(raw: bytes) -> dict:
     msg = return_path.parser().parsebytes(raw)
     blocks = _status_blocks(msg)
     report = {"status": None, "action": None, "diagnostic": None, "final_recipient": None,
-              "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks)}
+              "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks),
+              "suppressed": False}
     if blocks:
         report["reporting_mta"] = _typed(_field_value(blocks[0].get("Reporting-MTA")))
         recipient = blocks[1] if len(blocks) > 1 else blocks[0]
@@ -76,16 +79,13 @@ def parse_dsn(raw: bytes) -> dict:
                 break
         report["action"] = (_field_value(recipient.get("Action")) or "").lower() or None
         status = _field_value(recipient.get("Status"))
-        match = _STATUS.search(status or "")
-        report["status"] = ".".join(match.groups()) if match else status
+        report["status"] = failures.enhanced_status(status) or status
         report["diagnostic"] = _typed(_field_value(recipient.get("Diagnostic-Code")))
         report["final_recipient"] = _typed(_field_value(recipient.get("Final-Recipient")))
         report["remote_mta"] = _typed(_field_value(recipient.get("Remote-MTA")))
     else:  # a non-standard bounce: look for an enhanced status code in the text
         text = _plain_text(msg)
-        match = _STATUS.search(text)
-        if match:
-            report["status"] = ".".join(match.groups())
+        report["status"] = failures.enhanced_status(text)
         reply = _SMTP_REPLY.search(text)
         if reply:
             report["diagnostic"] = reply.group(0).strip()[:1000]
@@ -96,15 +96,17 @@ def parse_dsn(raw: bytes) -> dict:
         report["type"] = "soft"
     else:
         report["type"] = None
+    report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
+                                 "blames", "suppression")))
     if report["type"] is not None:
-        from chalicelib.services.delivery import categories
-
-        report["category"] = categories.classify(
-            status=report["status"] if _STATUS.fullmatch(report["status"] or "") else None,
-            text=report["diagnostic"])
-    else:
-        report["category"] = None
+        report.update(verdict(report).as_dict())
     return report
+
+
+def verdict(report: dict) -> failures.Verdict:
+    """The taxonomy's verdict on a parsed report (its status, action and diagnostic)."""
+    return failures.classify(status=report["status"], text=report["diagnostic"],
+                             action=report["action"])
 
 
 def _plain_text(msg: EmailMessage) -> str:
@@ -119,7 +121,7 @@ def _plain_text(msg: EmailMessage) -> str:
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
     """Store a bounce for the message behind the return path ``rcpt_to``; None when no
     message matches."""
-    from chalicelib.services.suppressions import entries
+    from chalicelib.services.suppressions import policy
 
     original = return_path.original_for(db, rcpt_to)
     if original is None:
@@ -133,9 +135,12 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
         original.next_attempt_at = None
         original.status_details = f"bounced: {detail}" if detail else "bounced"
         original.bounce_category = report["category"]
-        entries.suppress(db, original.server_id, original.rcpt_to, reason="HardBounce",
-                              origin="bounce",
-                              details=f"hard bounce: {detail}"[:1000] if detail else "hard bounce")
+        original.bounce_reason = report["reason"]
+        added = policy.after_failure(
+            db, original.server_id, original.rcpt_to, verdict(report), origin="bounce",
+            details=f"bounce: {detail}" if detail else "bounce", message_id=original.id)
+        report["suppressed"] = added is not None
+        bounce.metadata_json = {**bounce.metadata_json, "dsn": report}
     db.flush()
     return bounce
 

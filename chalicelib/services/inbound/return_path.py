@@ -80,7 +80,8 @@ def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: 
                      rcpt_to=rcpt_to[:255], mail_from=(mail_from or "")[:255],
                      subject=_subject(raw), size=len(raw), original_message_id=original.id,
                      status=statuses.PROCESSED, metadata_json={"dsn": report},
-                     bounce_category=report.get("category"))
+                     bounce_category=report.get("category"),
+                     bounce_reason=report.get("reason"))
     db.add(bounce)
     db.flush()
     history_event(db, original, bounce, report)

@@ -6,9 +6,10 @@ ON DELETE CASCADE) — but never while one of its messages still has work pendin
 are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 ``WEBHOOK_LOG_RETENTION_DAYS`` and DMARC reports ``DMARC_REPORT_RETENTION_DAYS`` after the
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
-suppressions go a day after they expire; mail frames once they expire (each server also
+suppressions go a day after they expire; counted repeated failures once stale; mail frames once they expire (each server also
 clears its own when it issues one); delivery destinations idle for a day (per-destination
-pacing); a domain's former return-path hosts once the mail sent with them is gone. The audit trail (auth_events) is kept.
+pacing); a domain's former return-path hosts once the mail sent with them is gone. The audit
+trail (auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from chalicelib import clock, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   InstallationKey, MailFrame, Message, OidcLogin,
-                                  PasskeyCeremony, PasswordResetToken, RetiredReturnPath, Server,
+                                  PasskeyCeremony, PasswordResetToken, RecipientFailure,
+                                  RetiredReturnPath, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
@@ -72,6 +74,9 @@ def prune(db: Session) -> dict[str, int]:
         ("mail_frames", MailFrame, MailFrame.expires_at < now),
         ("suppressions", Suppression, and_(Suppression.expires_at.is_not(None),
                                            Suppression.expires_at < grace)),
+        # Repeated failures whose quiet spell has begun the count again (suppressions/policy).
+        ("recipient_failures", RecipientFailure, RecipientFailure.last_failed_at < now - timedelta(
+            days=get_settings().suppression_repeat_days)),
         # DMARC reports (their rows go with them) by the period they report on.
         ("dmarc_reports", DmarcReport, DmarcReport.begin_at < now - timedelta(
             days=get_settings().dmarc_report_retention_days)),

@@ -84,9 +84,12 @@ def default_days(reason: str) -> int | None:
 
 def suppress(db: Session, server_id: int, address: str, *, reason: str, origin: str,
              details: str | None = None, stream_id: int | None = None,
-             days: int | None = None) -> Suppression:
+             days: int | None = None, bounce_reason: str | None = None,
+             message_id: int | None = None) -> Suppression:
     """Add (or refresh) a suppression. ``days``: lifetime; None means the reason's default
-    (``default_days``). Returns the row (flushed)."""
+    (``default_days``); ``bounce_reason``: the failure's reason (services/failures/) and
+    ``message_id`` the message it came from, for an entry a failure or bounce adds (through
+    ``policy.after_failure``). Returns the row (flushed)."""
     if reason not in REASONS:
         raise ValueError(f"unknown suppression reason {reason!r}")
     address = normalize(address)
@@ -94,7 +97,8 @@ def suppress(db: Session, server_id: int, address: str, *, reason: str, origin: 
     days = default_days(reason) if days is None else days
     expires_at = now + timedelta(days=days) if days else None
     values = {"reason": reason, "origin": origin, "details": details, "created_at": now,
-              "expires_at": expires_at, "stream_id": stream_id}
+              "expires_at": expires_at, "stream_id": stream_id,
+              "bounce_reason": bounce_reason, "message_id": message_id}
     columns = {Suppression.__mapper__.attrs[k].columns[0].name: v for k, v in values.items()}
     # On the Table, not the class: keys are column names (the class would read "reason" as
     # the attribute mapped to reason_code).

@@ -1,7 +1,7 @@
 """reputation guard, infrastructure signals, retired return paths
 
 Revision ID: 0020
-Revises: 0016
+Revises: 0019
 Create Date: 2026-11-29 00:29:51.734040
 
 Issue 34, items 4, 5 and 8: ``server_reputations`` (the guard's state per server),
@@ -21,7 +21,7 @@ TABLES = ("server_reputations", "retired_return_paths", "infrastructure_signals"
 
 
 revision = '0020'
-down_revision = '0016'
+down_revision = '0019'  # 0016 on its own; after 0019 since i34-bounces' failure reasons were merged in
 branch_labels = None
 depends_on = None
 
