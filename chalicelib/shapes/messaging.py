@@ -9,6 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from chalicelib.shapes import Pagination, record
 from chalicelib.shapes.management import SendLimits
+from chalicelib.shapes.reputation import ReputationBrief
 
 
 @record
@@ -439,10 +440,14 @@ class ServerInfo(TypedDict):
     permalink: str
     mode: str
     suspended: bool
+    suspension_reason: Annotated[str | None, Field(description=(
+        "Why its sending is suspended (by an administrator, or paused by the reputation "
+        "guard); null when it is not."))]
     organization: str
     credential: Annotated[CredentialRef | None, Field(
         description="The API credential used; null for a signed-in user of the console.")]
     send_limits: NotRequired[SendLimits]  # GET /server only
+    reputation: NotRequired[ReputationBrief]  # GET /server only
 
 
 @record

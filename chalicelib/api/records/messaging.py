@@ -172,5 +172,6 @@ def server_info(srv: Server, credential: Credential | None) -> dict:
     """The calling server; ``credential`` is None for a signed-in user (X-Server)."""
     return {"id": srv.id, "uuid": srv.uuid, "name": srv.name, "permalink": srv.permalink,
             "mode": srv.mode, "suspended": srv.suspended,
+            "suspension_reason": srv.suspension_reason,
             "organization": srv.organization.permalink,
             "credential": {"id": credential.id, "name": credential.name} if credential else None}

@@ -15,6 +15,7 @@ from chalicelib import clock, observability, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, RetiredReturnPath, Submission
 from chalicelib.services.inbound import receive as inbound
+from chalicelib.services.reputation import outcomes as reputation
 
 
 def is_return_path(address: str) -> bool:
@@ -85,6 +86,7 @@ def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: 
     db.add(bounce)
     db.flush()
     history_event(db, original, bounce, report)
+    reputation.report_received(db, original, report)  # the guard's rates, signals
     observability.count("bounced", report["type"] == "hard")
     observability.log("bounce.received", "warning", bounce_id=bounce.id,
                       original_message_id=original.id, token=original.token,

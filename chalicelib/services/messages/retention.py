@@ -8,8 +8,9 @@ are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
 suppressions go a day after they expire; counted repeated failures once stale; mail frames once they expire (each server also
 clears its own when it issues one); delivery destinations idle for a day (per-destination
-pacing); a domain's former return-path hosts once the mail sent with them is gone. The audit
-trail (auth_events) is kept.
+pacing); a domain's former return-path hosts once the mail sent with them is gone;
+infrastructure signals after INFRASTRUCTURE_SIGNAL_RETENTION_DAYS. The audit trail
+(auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
+from chalicelib.services.reputation import signals
 
 # Statuses with work still due (outgoing, then inbound).
 PENDING_STATUSES = statuses.DELIVERABLE + statuses.INBOUND_DUE
@@ -101,4 +103,5 @@ def prune(db: Session) -> dict[str, int]:
     counts["bulk_jobs"] = _delete_ids(db, BulkJob, list(db.scalars(
         select(BulkJob.id).where(BulkJob.finished_at < now - timedelta(days=30)).limit(BATCH))))
     counts["delivery_destinations"] = pacing.forget_idle(db, now)
+    counts["infrastructure_signals"] = signals.prune(db, now, BATCH)
     return counts
