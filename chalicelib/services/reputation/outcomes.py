@@ -71,7 +71,8 @@ def report_received(db: Session, original, report: dict) -> None:
         signals.record(
             db, server_id=original.server_id, blames=blames, reason=report["reason"],
             origin=signals.BOUNCE, message_id=original.id, domain_id=original.domain_id,
-            domain=domain, ip_pool_id=signals.pool_of(db, source), source_address=source,
+            domain=domain, ip_pool_id=signals.pool_of(db, source, original.server_id),
+            source_address=source,
             receiver=report.get("remote_mta") or report.get("reporting_mta"),
             code=failures.reply_code(diagnostic or ""), status=report.get("status"),
             text=diagnostic)

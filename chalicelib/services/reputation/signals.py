@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, observability
 from chalicelib.config import get_settings
 from chalicelib.db import counters
-from chalicelib.db.models import InfrastructureSignal, IPAddress
+from chalicelib.db.models import InfrastructureSignal, IPAddress, IPPool, Server
 
 IP, DOMAIN = "ip", "domain"
 DELIVERY, BOUNCE = "delivery", "bounce"  # origins
@@ -60,17 +60,22 @@ def record(db: Session, *, server_id: int, blames: str, reason: str, origin: str
     return row
 
 
-def pool_of(db: Session, source_address: str | None) -> int | None:
-    """The IP pool that lists ``source_address`` (None: none does, or no address)."""
+def pool_of(db: Session, source_address: str | None, server_id: int) -> int | None:
+    """The IP pool that lists ``source_address`` (None: none does, or no address): the
+    server's own pool (or the default one) when it does, an address being in several."""
     if not source_address:
         return None
     try:
         address = str(ip_address(source_address))
     except ValueError:
         return None
+    own = func.coalesce(
+        select(Server.ip_pool_id).where(Server.id == server_id).scalar_subquery(),
+        select(IPPool.id).where(IPPool.is_default.is_(True)).order_by(IPPool.id).limit(1)
+        .scalar_subquery())
     return db.scalar(select(IPAddress.ip_pool_id)
                      .where(or_(IPAddress.ipv4 == address, IPAddress.ipv6 == address))
-                     .order_by(IPAddress.id).limit(1))
+                     .order_by((IPAddress.ip_pool_id == own).desc(), IPAddress.id).limit(1))
 
 
 def window_start(now: datetime | None = None) -> datetime:
