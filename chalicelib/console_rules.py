@@ -1,6 +1,6 @@
 """The console's copy of the service's rules, written from the service's own tables: who may do
 what (roles, their rank, the least role of each action), the status vocabularies of
-messages with what each status means, and the reasons of a suppression. Served as the ES module ``/assets/generated/rules.js`` (api/console.py) so the
+messages with what each status means, the reasons of a suppression and of a failure. Served as the ES module ``/assets/generated/rules.js`` (api/console.py) so the
 console never keeps a hand-made copy that drifts from what the API enforces.
 
 This module owns that module's content and is the only place that knows where the tables
@@ -11,6 +11,7 @@ import functools
 import json
 
 from chalicelib import statuses
+from chalicelib.services import failures
 from chalicelib.services.accounts import permissions
 from chalicelib.services.suppressions import entries as suppressions
 
@@ -37,6 +38,10 @@ def tables() -> dict[str, object]:
         "RETRYABLE_STATUSES": list(statuses.RETRYABLE),
         # A suppression's reason (POST and the filter of .../suppressions).
         "SUPPRESSION_REASONS": list(suppressions.REASONS),
+        # Why a failure happened (services/failures/): what the suppression list explains.
+        "FAILURE_REASONS": {name: {"description": r.description,
+                                   "about_recipient": r.about_recipient}
+                            for name, r in failures.REASONS.items()},
     }
 
 

@@ -27,9 +27,18 @@ def test_failed_attempts_and_messages_carry_categories(api, tenant, mx):
         wait_for(lambda: message(api, tenant, r["id"])["deliveries"], 20,
                  message="first attempt")
     gone = wait_status(api, tenant, ids[unknown], "HardFail")
-    assert gone["bounce_category"] == "unknown_user"
+    assert gone["bounce_category"] == "unknown_user" and gone["bounce_reason"] == "no_such_user"
     assert gone["deliveries"][0]["category"] == "unknown_user"
-    assert wait_status(api, tenant, ids[blocked], "HardFail")["bounce_category"] == "spam_block"
+    assert gone["deliveries"][0]["reason"] == "no_such_user"
+    assert gone["deliveries"][0]["about_recipient"] is True
+    refused = wait_status(api, tenant, ids[blocked], "HardFail")
+    assert refused["bounce_category"] == "spam_block" and refused["bounce_reason"] == "block_list"
+    assert refused["deliveries"][0]["about_recipient"] is False
+    # The suppression follows the reason: the unknown user is suppressed, the recipient
+    # refused because our IP is on a block list is not (any 5xx used to suppress).
+    listed = [s["address"] for s in Api.data(api.get(tenant.server_path + "/suppressions"))[
+        "suppressions"]]
+    assert unknown in listed and blocked not in listed
     # The soft failure carried its category; the retry then succeeded (and it stays).
     delivered = wait_status(api, tenant, ids[full], "Sent")
     first, last = delivered["deliveries"][-1], delivered["deliveries"][0]

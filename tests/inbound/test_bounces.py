@@ -104,3 +104,34 @@ def test_other_servers_do_not_see_the_bounce(stack, api, tenant, sent):
         client.sendmail("", [received.mail_from], dsn(received.mail_from, recipient["rcpt_to"]))
     other = make_tenant(api)
     assert Api.data(api.get(f"{SERVER}/bounces", server_key=other.api_key))["bounces"] == []
+
+
+def test_an_expired_relay_report_bounces_the_message_but_not_the_recipient(stack, api, tenant,
+                                                                            sent):
+    # Action: failed with a 4.x.x status: a relay gave up; the address may be fine (the
+    # policy counts it as a repeat, it never suppresses at once). It used to suppress.
+    recipient, received = sent
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("", [received.mail_from], dsn(
+            received.mail_from, recipient["rcpt_to"], status="4.4.1",
+            diagnostic="smtp; 421 4.4.1 Connection timed out"))
+    [bounce] = Api.data(api.get(f"{SERVER}/bounces", server_key=tenant.api_key))["bounces"]
+    assert bounce["bounce_type"] == "hard" and bounce["reason"] in ("expired", "network")
+    assert bounce["about_recipient"] is False and bounce["suppressed"] is False
+    assert message(api, tenant, recipient["id"])["status"] == "Bounced"
+    suppressions = Api.data(api.get(tenant.server_path + "/suppressions"))["suppressions"]
+    assert recipient["rcpt_to"] not in [s["address"] for s in suppressions]
+
+
+def test_the_owner_sees_why_an_address_was_suppressed(stack, api, tenant, sent):
+    recipient, received = sent
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("", [received.mail_from], dsn(received.mail_from, recipient["rcpt_to"]))
+    [bounce] = Api.data(api.get(f"{SERVER}/bounces", server_key=tenant.api_key))["bounces"]
+    assert bounce["reason"] == "no_such_user" and bounce["about_recipient"] is True
+    assert bounce["suppressed"] is True
+    assert message(api, tenant, recipient["id"])["bounce_reason"] == "no_such_user"
+    [entry] = Api.data(api.get(tenant.server_path + "/suppressions"))["suppressions"]
+    assert entry["reason"] == "HardBounce" and entry["origin"] == "bounce"
+    assert entry["bounce_reason"] == "no_such_user" and entry["message_id"] == recipient["id"]
+    assert "User unknown" in entry["details"]

@@ -94,7 +94,7 @@ def bounce(db: Session, bounce: Message) -> dict:
                 "id": original.id, "token": original.token, "rcpt_to": original.rcpt_to,
                 "mail_from": original.mail_from, "subject": original.subject,
                 "status": original.status},
-            "complaint": None if report.get("type") != "complaint" else {
+            "complaint": None if report.get("type") not in ("complaint", "auth_failure") else {
                 k: report.get(k) for k in (
                     "feedback_type", "user_agent", "original_mail_from", "original_rcpt_to",
                     "arrival_date", "source_ip", "reported_domain")},

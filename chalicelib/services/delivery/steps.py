@@ -128,9 +128,11 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
 def failure_verdict(outcome: smtp.Outcome, details: str) -> failures.Verdict:
     """The verdict on a failed attempt: the remote reply (code and text), or the DNS when no
     host was tried and the domain takes no mail; a permanent refusal of the envelope sender
-    is never about the recipient."""
+    is never about the recipient, and a refusal of the data after the recipient was accepted
+    suppresses only when repeated."""
     no_route = outcome.host is None and outcome.recipient_rejected
     sender = outcome.status == smtp.HARD and outcome.host is not None and \
         not outcome.recipient_rejected and (outcome.code or 0) >= 500
     return failures.classify(code=outcome.code, text=outcome.output or details,
-                             no_route=no_route, sender=sender)
+                             no_route=no_route, sender=sender,
+                             after_data=outcome.stage in ("data", "done"))

@@ -2,6 +2,7 @@
 the basic reply code and the text, and what follows from it."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from chalicelib.services.failures import codes, rules
@@ -11,6 +12,8 @@ from chalicelib.services.failures.reasons import (AFTER_REPEATS, AT_ONCE, NEVER,
 # Reasons an enhanced status code names so precisely that wording about the recipient
 # ("Recipient address rejected: ...") does not override it: a 5.7.26 is a DMARC failure
 # whatever the prefix of its text.
+_AFTER_DATA = re.compile(r"in reply to (?:the )?end of data|in reply to data|>>> data\b|"
+                         r"after (?:the )?(?:end of )?data\b|data command failed", re.I)
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -23,6 +26,10 @@ class Verdict:
     temporary: bool
     status: str | None = None  # the enhanced status code used, if any
     code: int | None = None    # the basic reply code used, if any
+    # The refusal came after DATA: the server had accepted the recipient at RCPT, so wording
+    # about the user is a filter's as often as the truth (carriers answer "550 Unknown user"
+    # to mail their user's filter refuses).
+    after_data: bool = False
 
     @property
     def info(self) -> Reason:
@@ -59,19 +66,20 @@ class Verdict:
         for address-level wording in a temporary reply (a relay's expired 4.x.x report);
         ``never`` for everything about the sender, the IP, the content or the moment."""
         base = self.info.suppression
-        if base == AT_ONCE and self.temporary:
+        if base == AT_ONCE and (self.temporary or self.after_data):
             return AFTER_REPEATS
         return base
 
     def as_dict(self) -> dict:
         return {"reason": self.reason, "category": self.category,
                 "about_recipient": self.about_recipient, "transient": self.transient,
+                "temporary": self.temporary, "after_data": self.after_data,
                 "blames": self.blames, "suppression": self.suppression}
 
 
 def classify(status: str | None = None, code: int | None = None, text: str | None = None, *,
              action: str | None = None, no_route: bool = False,
-             sender: bool = False) -> Verdict:
+             sender: bool = False, after_data: bool = False) -> Verdict:
     """The verdict on one failure.
 
     ``status``: the enhanced status code when known (a DSN's Status field), else the first in
@@ -79,7 +87,8 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
     reply, the Diagnostic-Code or the bounce's words; ``action``: a DSN's Action
     (``failed``/``delayed``); ``no_route``: the recipient's domain has no usable mail server
     (DNS); ``sender``: the receiver refused the envelope sender (MAIL FROM), so no reason
-    about the recipient applies.
+    about the recipient applies; ``after_data``: the refusal answered the message's data
+    (also read from the text: "in reply to end of DATA command", ">>> DATA").
     """
     text = text or ""
     if status is not None and not codes.is_enhanced_status(status):
@@ -96,7 +105,8 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
     reason = _reason(status, code, text, temporary)
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
-    return Verdict(reason, temporary, status, code)
+    after_data = after_data or _AFTER_DATA.search(text) is not None
+    return Verdict(reason, temporary, status, code, after_data)
 
 
 def _reason(status: str | None, code: int | None, text: str, temporary: bool) -> str:

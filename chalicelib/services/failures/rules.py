@@ -29,7 +29,9 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"domain of sender address .{0,80}(?:does not (?:exist|resolve)|not found)",
         r"sender domain (?:must|does not|doesn't) (?:exist|resolve)",
         r"sender address (?:does not|doesn't) (?:exist|resolve)",
-        r"your envelope sender", r"sender address has null mx")),
+        r"your envelope sender", r"sender address has null mx",
+        # mailing lists (Google Groups, in English and Japanese): the sender may not post
+        r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限")),
     # The sending IP on a block list, and reputation (before spam and the address rules:
     # receivers answer them with 5.1.1, 5.7.1 and even "recipient rejected").
     ("domain_reputation", _rx(
@@ -95,9 +97,10 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"nxdomain", r"host (?:or domain name )?(?:unknown|not found)",
         r"domain (?:name )?(?:not found|does not exist|doesn't exist|is not valid|unknown)",
         r"no such domain", r"unknown domain", r"unrouteable mail domain",
+        r"^\W*(?:[\w-]+\.)+[a-z]{2,}\.? (?:does not|doesn't) exist",
         r"(?:name or service|hostname) not known", r"no mx (?:record|host)s?",
         r"domain (?:is )?not (?:hosted|served|configured|handled) (?:here|on this)",
-        r"non-?existent (?:domain|host)", r"invalid domain", r"unknown host",
+        r"non-?existent (?:domain|host)", r"unknown host",
         r"domain .{0,60} (?:does not|doesn't) exist", r"bad destination system address",
         r"mx (?:lookup|record) .{0,30}(?:failed|not found)", r"unrouteable address")),
     ("mailbox_moved", _rx(
@@ -232,11 +235,38 @@ STATUS_CODES: dict[tuple[int, int | None], tuple[str, str]] = {
 }
 
 
-def by_text(text: str) -> str | None:
-    """The reason the wording of ``text`` names, or None."""
+# What is not wording about the failure: addresses and links (a mailbox called
+# "filtered@..." says nothing), and header fields of a quoted original.
+_ADDRESSES = re.compile(r"<?[\w.+=-]+@[\w-]+(?:\.[\w-]+)+>?")
+_LINKS = re.compile(r"\b(?:https?://|www\.)\S+", re.I)
+_HEADER_LINES = re.compile(
+    r"^[>|\s]*(?:X-[\w-]+|Received|DKIM-Signature|Content-[\w-]+|Message-ID|Subject|From|To|"
+    r"Date|Return-Path|MIME-Version|Authentication-Results|References|In-Reply-To|"
+    r"Reply-To|Sender|Cc):.*$", re.I | re.M)
+WINDOW = 3  # lines read together from the first that says something
+
+
+def clean(text: str) -> str:
+    text = _HEADER_LINES.sub("", text)
+    text = _LINKS.sub(" ", text)
+    return _ADDRESSES.sub("the address", text)
+
+
+def _first(text: str) -> str | None:
     for name, rule in TEXT_RULES:
         if rule.search(text):
             return name
+    return None
+
+
+def by_text(text: str) -> str | None:
+    """The reason the wording of ``text`` names, or None. A bounce may list several
+    recipients, each with its error: the first line that says something is read (with the
+    lines continuing it), the rules in their order of precedence within it."""
+    lines = [line for line in clean(text).splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if _first(line) is not None:
+            return _first(" ".join(lines[index:index + WINDOW]))
     return None
 
 

@@ -27,12 +27,11 @@ from sqlalchemy.orm import Session
 from chalicelib import errors, statuses
 from chalicelib.db.models import Message
 from chalicelib.services import failures
-from chalicelib.services.inbound import return_path
+from chalicelib.services.inbound import bounce_text, return_path
 
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
 
-_SMTP_REPLY = re.compile(r"^\s*([245]\d\d)[ -].*$", re.MULTILINE)
 
 
 def _field_value(value) -> str | None:
@@ -49,27 +48,48 @@ def _typed(value: str | None) -> str | None:
     return value
 
 
+_FIELDS_START = re.compile(r"^(?:Reporting-MTA|Final-Recipient|Original-Recipient):", re.I | re.M)
+
+
+def _blocks_of(text: str) -> list[EmailMessage]:
+    """The field blocks of a delivery-status body (blank-line separated), each read by the
+    standard library's parser."""
+    blocks = re.split(r"\r?\n[ \t]*\r?\n", text.strip())
+    return [return_path.parser().parsebytes(b.strip().encode("utf-8", "replace") + b"\n\n")
+            for b in blocks if b.strip()]
+
+
 def _status_blocks(msg: EmailMessage) -> list[EmailMessage]:
     for part in msg.walk():
         if part.get_content_type() in ("message/delivery-status", "message/global-delivery-status"):
             payload = part.get_payload()
             if isinstance(payload, list):
                 return payload
-            text = payload if isinstance(payload, str) else ""
-            blocks = re.split(r"\r?\n\r?\n", text.strip())
-            return [return_path.parser().parsebytes(b.encode("utf-8", "replace"))
-                    for b in blocks if b.strip()]
+            return _blocks_of(payload if isinstance(payload, str) else "")
+    # A report whose MIME boundary is broken (the parser sees one text body): its fields.
+    body = msg.get_payload() if msg.get_content_maintype() == "multipart" else None
+    if isinstance(body, str):
+        start = _FIELDS_START.search(body)
+        if start is not None:
+            blocks = _blocks_of(body[start.start():].split("\n--", 1)[0])
+            if any(b.get("Status") or b.get("Action") for b in blocks):
+                return blocks
     return []
 
 
 def parse_dsn(raw: bytes) -> dict:
     """The report of a bounce: status, action, diagnostic, final recipient, remote MTA,
-    type (hard, soft or null when nothing could be read) and whether it is an RFC 3464 report."""
+    type (hard: the message failed; soft: a delay report; null: nothing says it failed, or an
+    auto-reply), whether it is an RFC 3464 report, and the taxonomy's verdict. A report
+    without a delivery-status part, or whose fields do not say why, is read from its text
+    (``bounce_text``): the enhanced status, else the basic reply code, and the wording."""
     msg = return_path.parser().parsebytes(raw)
     blocks = _status_blocks(msg)
     report = {"status": None, "action": None, "diagnostic": None, "final_recipient": None,
               "remote_mta": None, "reporting_mta": None, "dsn": bool(blocks),
               "suppressed": False}
+    words = bounce_text.text(msg)
+    code = None
     if blocks:
         report["reporting_mta"] = _typed(_field_value(blocks[0].get("Reporting-MTA")))
         recipient = blocks[1] if len(blocks) > 1 else blocks[0]
@@ -83,39 +103,51 @@ def parse_dsn(raw: bytes) -> dict:
         report["diagnostic"] = _typed(_field_value(recipient.get("Diagnostic-Code")))
         report["final_recipient"] = _typed(_field_value(recipient.get("Final-Recipient")))
         report["remote_mta"] = _typed(_field_value(recipient.get("Remote-MTA")))
-    else:  # a non-standard bounce: look for an enhanced status code in the text
-        text = _plain_text(msg)
-        report["status"] = failures.enhanced_status(text)
-        reply = _SMTP_REPLY.search(text)
-        if reply:
-            report["diagnostic"] = reply.group(0).strip()[:1000]
-    status = report["status"] or ""
-    if report["action"] == "failed" or status.startswith("5"):
-        report["type"] = "hard"
-    elif report["action"] == "delayed" or status.startswith("4"):
-        report["type"] = "soft"
-    else:
-        report["type"] = None
+        status = report["status"] or ""
+        if report["action"] == "failed" or status.startswith("5"):
+            report["type"] = "hard"
+        elif report["action"] in ("delayed", "delivered", "relayed", "expanded"):
+            report["type"] = "soft" if report["action"] == "delayed" else None
+        elif status.startswith("4"):
+            report["type"] = "soft"
+        else:
+            report["type"] = "hard" if bounce_text.kind(msg, words) == "failure" and \
+                bounce_text.failed(msg, words) else None
+    else:  # a non-standard bounce: its text says what happened
+        report["status"] = failures.enhanced_status(words)
+        code = failures.reply_code(words)
+        report["diagnostic"] = bounce_text.diagnostic(words)
+        kind = bounce_text.kind(msg, words)
+        if kind == "auto_reply":
+            report["type"] = None
+        elif kind == "delay":
+            report["type"] = "soft"
+        elif report["status"] or code or bounce_text.failed(msg, words):
+            report["type"] = "hard"
+        else:
+            report["type"] = None
     report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
-                                 "blames", "suppression")))
+                                 "temporary", "after_data", "blames", "suppression")))
     if report["type"] is not None:
-        report.update(verdict(report).as_dict())
+        found = failures.classify(status=report["status"], code=code,
+                                  text=report["diagnostic"] if blocks else words,
+                                  action=report["action"])
+        if found.reason == "unknown" and words and blocks:
+            # The fields do not say why; the notification's words may.
+            found = failures.classify(status=report["status"],
+                                      text=f"{report['diagnostic'] or ''}\n{words}",
+                                      action=report["action"])
+        if not report["diagnostic"]:
+            report["diagnostic"] = bounce_text.diagnostic(words)
+        report.update(found.as_dict())
     return report
 
 
 def verdict(report: dict) -> failures.Verdict:
-    """The taxonomy's verdict on a parsed report (its status, action and diagnostic)."""
-    return failures.classify(status=report["status"], text=report["diagnostic"],
-                             action=report["action"])
-
-
-def _plain_text(msg: EmailMessage) -> str:
-    chunks = []
-    for part in msg.walk():
-        if part.get_content_maintype() == "text":
-            payload = part.get_payload(decode=True) or b""
-            chunks.append(payload.decode(part.get_content_charset() or "utf-8", "replace"))
-    return "\n".join(chunks)[:100_000]
+    """The taxonomy's verdict a parsed report carries."""
+    return failures.Verdict(report["reason"], bool(report.get("temporary")),
+                            report["status"] if failures.is_enhanced_status(report["status"])
+                            else None, after_data=bool(report.get("after_data")))
 
 
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:
@@ -127,7 +159,6 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
     if original is None:
         return None
     report = parse_dsn(raw)
-    bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw, report=report)
     if report["type"] == "hard":
         detail = " ".join(x for x in (report["status"], report["diagnostic"]) if x)
         original.status = statuses.BOUNCED
@@ -140,7 +171,8 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message
             db, original.server_id, original.rcpt_to, verdict(report), origin="bounce",
             details=f"bounce: {detail}" if detail else "bounce", message_id=original.id)
         report["suppressed"] = added is not None
-        bounce.metadata_json = {**bounce.metadata_json, "dsn": report}
+    bounce = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                               report=report)
     db.flush()
     return bounce
 

@@ -4,10 +4,17 @@ A report is a ``multipart/report; report-type=feedback-report`` whose second par
 ``message/feedback-report`` (Feedback-Type, User-Agent, Original-Mail-From,
 Original-Rcpt-To, Arrival-Date, Source-IP, ...) and whose third part is the original message
 or its header (``message/rfc822``, ``text/rfc822-headers``, and as providers also send them
-``message/rfc822-headers``, ``message/global``). It arrives at the return-path address of the
+``text/rfc822-header``, ``message/rfc822-headers``, ``message/global``). It arrives at the return-path address of the
 message (providers send it to the envelope sender: ``<token>@RETURN_PATH_DOMAIN`` or a
 domain's own ``<token>@rp.<domain>``) or at an address the operator registered with a
 feedback loop (FBL_ADDRESSES). Everything is read with the standard library's parser.
+
+An authentication-failure report (RFC 6591: Feedback-Type ``auth-failure``, as DMARC failure
+reports come in ARF form) is read the same way and stored as such (bounce_type and category
+``auth_failure``): never a complaint, never a suppression. A complaint some providers forward
+without ARF (a plain multipart message whose subject says it is a complaint or abuse report,
+with the original attached as ``message/rfc822`` or its header) is read as an ``abuse``
+report (``forwarded`` true) and matched the same way, where its original can be found.
 
 Matching the original outgoing message, first hit wins: the return-path address the report
 was sent to; the report's Original-Mail-From; the embedded original's Return-Path (each only
@@ -48,12 +55,26 @@ log = logging.getLogger(__name__)
 
 REPORT_TYPE = "feedback-report"
 NOT_SPAM = "not-spam"
+AUTH_FAILURE = "auth-failure"  # RFC 6591: a message failed authentication (DMARC forensic)
 _ADDRESS = re.compile(r"<?([^<>\s]+@[^<>\s]+?)>?\s*$")
+# A provider's complaint forwarded without ARF: the original attached, the subject saying so.
+_FORWARDED_SUBJECT = re.compile(
+    r"complaint about message|abuse report|spam (?:complaint|report)|reported as (?:spam|junk)|"
+    r"junk (?:mail )?report|feedback[- ]loop|\bfbl\b|this is an? (?:e-?mail )?abuse report",
+    re.I)
 
 
 def is_feedback_report(msg: EmailMessage) -> bool:
     return msg.get_content_type() == "multipart/report" and \
         (msg.get_param("report-type") or "").lower() == REPORT_TYPE
+
+
+def is_forwarded_complaint(msg: EmailMessage) -> bool:
+    """A complaint some providers send as a plain message with the original attached
+    (``message/rfc822`` or its header) and a subject that says what it is."""
+    return msg.get_content_maintype() == "multipart" and not is_feedback_report(msg) and \
+        bool(_FORWARDED_SUBJECT.search(str(msg.get("Subject") or ""))) and \
+        _original_headers(msg) is not None
 
 
 def _clean(value) -> str | None:
@@ -83,7 +104,7 @@ def _report_fields(msg: EmailMessage) -> EmailMessage | None:
 # message/* part as an embedded message; text/* ones are parsed here.
 _MESSAGE_PARTS = ("message/rfc822", "message/global", "message/rfc822-headers",
                   "message/global-headers")
-_HEADER_PARTS = ("text/rfc822-headers", "text/rfc822")
+_HEADER_PARTS = ("text/rfc822-headers", "text/rfc822-header", "text/rfc822")
 
 
 def _original_headers(msg: EmailMessage) -> EmailMessage | None:
@@ -111,15 +132,20 @@ def _only_address(values: list | None) -> str | None:
 def parse(raw: bytes) -> dict | None:
     """The fields of an ARF report; None when ``raw`` is not one."""
     msg = return_path.parser().parsebytes(raw)
-    if not is_feedback_report(msg):
+    forwarded = not is_feedback_report(msg)
+    if forwarded and not is_forwarded_complaint(msg):
         return None
-    fields = _report_fields(msg)
+    fields = None if forwarded else _report_fields(msg)
     original = _original_headers(msg)
     get = (lambda name: _clean(fields.get(name))) if fields is not None else (lambda name: None)
-    feedback_type = (get("Feedback-Type") or "other").lower()
+    feedback_type = (get("Feedback-Type") or ("abuse" if forwarded else "other")).lower()
+    kind = "auth_failure" if feedback_type == AUTH_FAILURE else "complaint"
+    user_agent = get("User-Agent")
+    if forwarded:
+        user_agent = _address(msg.get("From")) or "a forwarded complaint"
     report = {
-        "type": "complaint", "category": "complaint", "feedback_type": feedback_type,
-        "user_agent": get("User-Agent"), "version": get("Version"),
+        "type": kind, "category": kind, "feedback_type": feedback_type,
+        "forwarded": forwarded, "user_agent": user_agent, "version": get("Version"),
         "original_mail_from": _address(get("Original-Mail-From")),
         "original_rcpt_to": _address(get("Original-Rcpt-To")),
         "arrival_date": get("Arrival-Date") or get("Received-Date"),
@@ -176,7 +202,9 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
     report["final_recipient"] = report["final_recipient"] or original.rcpt_to
     stored = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
                            report=report)
-    spam = report["feedback_type"] != NOT_SPAM
+    # An authentication-failure report says the message failed SPF/DKIM/DMARC somewhere,
+    # nothing of what its recipient wants: recorded, never a complaint.
+    spam = report["type"] == "complaint" and report["feedback_type"] != NOT_SPAM
     if spam:
         entries.suppress(db, original.server_id, original.rcpt_to,
                               reason="SpamComplaint", origin="complaint",
@@ -186,7 +214,8 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
     if spam:
         observability.count("complained")
     # Which message, never who complained: the recipient's address is not written.
-    observability.log("complaint.received", "warning" if spam else "info",
+    observability.log("complaint.received" if report["type"] == "complaint"
+                      else "auth_failure_report.received", "warning" if spam else "info",
                       complaint_id=stored.id, original_message_id=original.id,
                       token=original.token, server_id=original.server_id,
                       feedback_type=report["feedback_type"], user_agent=report["user_agent"],

@@ -2,7 +2,7 @@
 // list (recipients never sent to).
 import { del, enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, link, notice, pager, plainMessage, section, table, when } from '../../ui.js';
-import { SUPPRESSION_REASONS } from '../../generated/rules.js';
+import { FAILURE_REASONS, SUPPRESSION_REASONS } from '../../generated/rules.js';
 import { adminBase, serverBase } from './base.js';
 import { reputationCard } from '../reputation.js';
 
@@ -204,6 +204,9 @@ export async function suppressions(ctx) {
       { label: 'Reason', render: (s) => badge(s.reason, 'role') },
       { label: 'Details', render: (s) => s.details || '—' },
       { label: 'Stream', render: (s) => (s.stream ? streamName(s.stream) : 'Every stream') },
+      // Why a failure or bounce added it: the failure's reason and what it means.
+      { label: 'Why', class: 'wrap', render: (s) => (s.bounce_reason ? h('span', { title: (FAILURE_REASONS[s.bounce_reason] || {}).description || '' },
+        badge(s.bounce_reason.replaceAll('_', ' '), 'role'), ` ${(FAILURE_REASONS[s.bounce_reason] || {}).description || ''}`) : REASON_HELP[s.reason] || '—') },
       { label: 'Added by', render: (s) => s.origin },
       { label: 'Added', render: (s) => when(s.created_at) },
       { label: 'Expires', render: (s) => (s.expires_at ? when(s.expires_at) : 'never') },
