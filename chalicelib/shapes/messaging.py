@@ -88,7 +88,8 @@ class Delivery(TypedDict):
 class Event(TypedDict):
     """One entry of a message's history: the four webhook events (MessageSent,
     MessageDelayed, MessageDeliveryFailed, MessageHeld) and the ones recorded in the history
-    only (MessageCancelled, MessageBounced, MessageComplained)."""
+    only (MessageCancelled, MessageBounced, MessageComplained,
+    MessageAuthFailureReported)."""
 
     event: str
     uuid: str

@@ -99,3 +99,33 @@ def test_a_removed_domain_keeps_its_return_path_for_its_mail(api, stack, tenant,
     assert _rcpt(stack, address)[0] == 250
     clock.advance(timedelta(days=23))
     assert _rcpt(stack, address)[0] == 530
+
+
+def test_each_kind_of_report_has_its_history_event(api, tenant):
+    """A bounce, a delay notice, a complaint and an authentication-failure report (RFC 6591,
+    never a complaint) each write their own line in the original's history."""
+    from chalicelib.db.models import Message, MessageEvent
+    from chalicelib.services.inbound import return_path
+    from tests.reputation.helpers import messages, server_id
+
+    [message_id] = messages(server_id(api, tenant), 1)
+    reports = [
+        {"type": "hard", "status": "5.1.1", "diagnostic": "550 5.1.1 unknown",
+         "reporting_mta": "mx.example.net"},
+        {"type": "soft", "status": "4.4.7", "diagnostic": None, "reporting_mta": None},
+        {"type": "complaint", "feedback_type": "abuse", "user_agent": "Yahoo!-Mail-Feedback"},
+        {"type": "auth_failure", "feedback_type": "auth-failure", "user_agent": None},
+    ]
+    with all_tenants() as db:
+        original = db.get(Message, message_id)
+        for report in reports:
+            return_path.history_event(db, original, original, report)
+        rows = db.scalars(select(MessageEvent).where(MessageEvent.message_id == message_id)
+                          .order_by(MessageEvent.id)).all()
+        assert [(r.event, r.details) for r in rows] == [
+            ("MessageBounced", f"hard bounce from mx.example.net: 5.1.1 550 5.1.1 unknown "
+                               f"(bounce {message_id})"),
+            ("MessageBounced", f"delay notice: 4.4.7 (bounce {message_id})"),
+            ("MessageComplained", f"abuse report from Yahoo!-Mail-Feedback (bounce {message_id})"),
+            ("MessageAuthFailureReported",
+             f"auth-failure report from a feedback loop (bounce {message_id})")]

@@ -97,17 +97,19 @@ def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: 
 
 
 BOUNCED, COMPLAINED = "MessageBounced", "MessageComplained"
+AUTH_FAILURE_REPORTED = "MessageAuthFailureReported"
 
 
 def history_event(db: Session, original: Message, stored: Message, report: dict):
     """The report in the original message's history (GET .../messages/{id} shows it):
-    ``MessageComplained`` for a feedback report, ``MessageBounced`` for a bounce of any kind
-    (a delay notice included), with what it said and the stored report's id. A history event
+    ``MessageComplained`` for a feedback report, ``MessageAuthFailureReported`` for an
+    authentication-failure report (RFC 6591: never a complaint), ``MessageBounced`` for a
+    bounce of any kind (a delay notice included), with what it said and the stored report's id. A history event
     only: no webhook fires (the spec has exactly four events, none of them a bounce)."""
     from chalicelib.services.messages import events
 
-    if report.get("type") == "complaint":
-        name = COMPLAINED
+    if report.get("type") in ("complaint", "auth_failure"):
+        name = COMPLAINED if report["type"] == "complaint" else AUTH_FAILURE_REPORTED
         details = (f"{report.get('feedback_type') or 'abuse'} report from "
                    f"{report.get('user_agent') or 'a feedback loop'}")
     else:
