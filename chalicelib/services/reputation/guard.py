@@ -153,19 +153,21 @@ def figures(db: Session, server_id: int, state=None, now: datetime | None = None
         since = state.window_start
         first = counters.truncate(since, "hour")
         baseline = state.baseline or {}
-    totals: Counter = Counter()
-    for metric, n in db.execute(
-            select(StatCounter.metric, cast(func.sum(StatCounter.count), BigInteger))
-            .where(StatCounter.server_id == server_id, StatCounter.period == "hour",
-                   StatCounter.dim == "", StatCounter.metric.in_(METRICS),
-                   StatCounter.bucket >= first)
-            .group_by(StatCounter.metric)):
-        totals[metric] += int(n or 0)
+    totals = _sums(db, server_id, StatCounter.bucket >= first)
     for metric, n in baseline.items():  # already in the lift's hour before the lift
         totals[metric] -= int(n)
     value = lambda metric: max(0, totals[metric])  # noqa: E731
     return Figures(since, value(SENT_METRIC) + value(FAILED_METRIC), value(SENT_METRIC),
                    value(METRIC[BOUNCE]), value(METRIC[COMPLAINT]))
+
+
+def _sums(db: Session, server_id: int, buckets) -> Counter:
+    """The server's hourly counts of METRICS summed over the ``buckets`` condition."""
+    return Counter({metric: int(n or 0) for metric, n in db.execute(
+        select(StatCounter.metric, cast(func.sum(StatCounter.count), BigInteger))
+        .where(StatCounter.server_id == server_id, StatCounter.period == "hour",
+               StatCounter.dim == "", StatCounter.metric.in_(METRICS), buckets)
+        .group_by(StatCounter.metric))})
 
 
 def judge(f: Figures) -> list[Finding]:
@@ -336,12 +338,7 @@ def lift(db: Session, server: Server, *, by: str, client: audit.Client = audit.N
     window cannot pause the server again. The caller unsuspends the server."""
     now = clock.now()
     bucket = counters.truncate(now, "hour")
-    baseline = {metric: int(n) for metric, n in db.execute(
-        select(StatCounter.metric, cast(func.sum(StatCounter.count), BigInteger))
-        .where(StatCounter.server_id == server.id, StatCounter.period == "hour",
-               StatCounter.dim == "", StatCounter.metric.in_(METRICS),
-               StatCounter.bucket == bucket)
-        .group_by(StatCounter.metric))}
+    baseline = dict(_sums(db, server.id, StatCounter.bucket == bucket))
     db.execute(update(R).where(R.c.server_id == server.id).values(
         state=OK, reason=None, warning_since=None, paused_at=None, window_start=now,
         baseline=baseline, lifted_at=now, lifted_by=by[:255]))
