@@ -2,8 +2,9 @@
 for delivery, one for what comes back. Each reads the failure's reason (``services/failures/``)
 and does what it implies, in the caller's transaction:
 
-* a permanent failure whose reason says the address is bad counts a bounce toward the
-  server's rates (``guard.count``, once per message);
+* a permanent failure whose reason says the address is bad (what the suppression policy
+  suppresses at once) counts a bounce toward the server's rates (``guard.count``, once per
+  message);
 * a spam complaint counts a complaint (a ``not-spam`` or authentication-failure report
   does not);
 * a reason that blames the sending IP or domain records an infrastructure signal
@@ -35,7 +36,12 @@ def delivery_outcome(db: Session, message, attempt: dict) -> None:
         return
     code = attempt.get("code")
     temporary = code is not None and 400 <= code < 500
-    if attempt["status"] == statuses.HARD_FAIL and info.about_recipient and not temporary:
+    # As the suppression policy reads it: a permanent refusal of the address at RCPT (or the
+    # DNS saying its domain takes no mail); address wording after DATA is a filter's as often
+    # as not, and counts only as a repeat there.
+    after_data = attempt.get("stage") in ("data", "done")
+    if attempt["status"] == statuses.HARD_FAIL and info.about_recipient and not temporary \
+            and not after_data:
         guard.count(db, message.server_id, message.id, guard.BOUNCE, info.name)
     if info.blames:
         text = attempt.get("output") or attempt.get("details")
