@@ -10,7 +10,7 @@ from tests.browser.conftest import make_user
 from tests.reputation.helpers import count, messages, outcomes, server_id
 from tests.support import Api, all_tenants, make_tenant, unique
 
-BLOCKED = "550 5.7.1 Client host [127.0.0.2] blocked using zen.spamhaus.org"
+BLOCKED = "550 5.7.1 Client host [127.0.0.43] blocked using zen.spamhaus.org"
 
 
 def test_a_paused_server_and_the_refusals_that_blamed_its_address(console, browser, api,
@@ -23,13 +23,13 @@ def test_a_paused_server_and_the_refusals_that_blamed_its_address(console, brows
                       {"user_id": owner["id"], "role": "owner"}), 201)
     pool = Api.data(api.post("/api/v2/admin/ip_pools", {"name": unique("pool")}), 201)["ip_pool"]
     Api.data(api.post(f"/api/v2/admin/ip_pools/{pool['id']}/ip_addresses",
-                      {"ipv4": "127.0.0.2", "hostname": "o2.console.test"}), 201)
+                      {"ipv4": "127.0.0.43", "hostname": "o2.console.test"}), 201)
     domain = Api.data(api.get(f"{tenant.server_path}/domains/{tenant.domain}"))["domain"]
     [refused, *bounced] = messages(sid, 11)
     with all_tenants() as db:  # as delivery records one (tests/reputation/test_signals.py)
         signals.record(db, server_id=sid, blames="ip", reason="block_list", origin="delivery",
                        message_id=refused, domain_id=domain["id"], domain=tenant.domain,
-                       ip_pool_id=pool["id"], source_address="127.0.0.2",
+                       ip_pool_id=pool["id"], source_address="127.0.0.43",
                        receiver="mx.recipient.example", code=550, status="5.7.1", text=BLOCKED)
     outcomes(sid, 100)
     for message_id in bounced[:10]:
@@ -64,7 +64,7 @@ def test_a_paused_server_and_the_refusals_that_blamed_its_address(console, brows
         card = page.locator("section.card", has=page.get_by_role("heading", name=pool["name"]))
         card.locator("tr", has_text="o2.console.test").get_by_text("1 in 24 h").wait_for()
         card.get_by_text(f"1 refusal blamed the pool {pool['name']}").wait_for()
-        assert "127.0.0.2" in card.locator("tr", has_text="mx.recipient.example").inner_text()
+        assert "127.0.0.43" in card.locator("tr", has_text="mx.recipient.example").inner_text()
         admin.shot("admin-ip-pools-signals")
         page = admin.open(base + "/settings")
         page.once("dialog", lambda dialog: dialog.accept())

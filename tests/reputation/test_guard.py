@@ -88,7 +88,7 @@ def test_a_warning_then_a_pause_that_suspends_sending(api, tenant, logs):  # noq
     assert info["reputation"]["state"] == "paused" and info["suspension_reason"]
 
     [audited] = [e for e in events(api, event="server_paused")
-                 if f"({tenant.server})" in (e["details"] or "")]
+                 if (e["details"] or "").startswith(f"server {sid} (")]
     assert "bounce rate" in audited["details"] and audited["user_id"] is None
     assert len(logs.find("reputation.warning", server_id=sid)) == 1
     [paused] = logs.find("reputation.paused", server_id=sid)

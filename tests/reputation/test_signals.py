@@ -18,15 +18,15 @@ from tests.smtp.support import plain_client
 from tests.support import Api
 
 ADMIN = "/api/v2/admin"
-BLOCKED = ("550 5.7.1 Service unavailable; Client host [127.0.0.2] blocked using "
-           "zen.spamhaus.org; https://www.spamhaus.org/query/ip/127.0.0.2")
+BLOCKED = ("550 5.7.1 Service unavailable; Client host [127.0.0.42] blocked using "
+           "zen.spamhaus.org; https://www.spamhaus.org/query/ip/127.0.0.42")
 DMARC = ("550 5.7.26 This mail has been blocked because the sender is unauthenticated. "
          "Gmail requires all senders to authenticate with either SPF or DKIM.")
 
 
 @pytest.fixture
 def sending_pool(api, tenant, mx_zone):  # noqa: F811
-    created = pool(api, {"ipv4": "127.0.0.2", "hostname": "o2.signals.test"})
+    created = pool(api, {"ipv4": "127.0.0.42", "hostname": "o2.signals.test"})
     assign(api, tenant, created["id"])
     return created
 
@@ -46,7 +46,7 @@ def test_a_block_list_refusal_during_delivery(api, tenant, mx_zone, sending_pool
     address = to(mx_zone)
     [recipient] = sent_ok(api, tenant, to=[address])["recipients"]
     failed = wait_status(api, tenant, recipient["id"], "HardFail")
-    assert failed["deliveries"][-1]["source_address"] == "127.0.0.2"
+    assert failed["deliveries"][-1]["source_address"] == "127.0.0.42"
 
     # The address's, the pool's and the domain's health
     shown = shown_pool(api, sending_pool["id"])
@@ -59,13 +59,13 @@ def test_a_block_list_refusal_during_delivery(api, tenant, mx_zone, sending_pool
     assert (latest["reason"], latest["blames"], latest["origin"], latest["code"],
             latest["status"]) == ("block_list", "ip", "delivery", 550, "5.7.1")
     assert "zen.spamhaus.org" in latest["text"] and latest["message_id"] == recipient["id"]
-    assert latest["source_address"] == "127.0.0.2" and latest["domain"] == tenant.domain
+    assert latest["source_address"] == "127.0.0.42" and latest["domain"] == tenant.domain
     assert shown["signals"]["count"] == 1
     assert domain(api, tenant)["signals"]["ip"] == 1
     assert health["window_hours"] == 24
 
     # The lists: the installation's (instance admins), the domain's (its server's roles)
-    listed = Api.data(api.get(f"{ADMIN}/infrastructure_signals?source_address=127.0.0.2"
+    listed = Api.data(api.get(f"{ADMIN}/infrastructure_signals?source_address=127.0.0.42"
                               f"&ip_pool_id={sending_pool['id']}"))["signals"]
     assert [s["id"] for s in listed] == [latest["id"]]
     assert Api.data(api.get(f"{ADMIN}/infrastructure_signals?source_address=127.0.0.9")
@@ -86,7 +86,7 @@ def test_a_block_list_refusal_during_delivery(api, tenant, mx_zone, sending_pool
     # The log line and the metric an operator watches
     line = logs.wait("infrastructure.signal", message_id=recipient["id"])
     assert (line["blames"], line["reason"], line["source_address"], line["ip_pool_id"]) == \
-        ("ip", "block_list", "127.0.0.2", sending_pool["id"])
+        ("ip", "block_list", "127.0.0.42", sending_pool["id"])
     assert observability.counters()["infrastructure_signals"] - before == 1
 
 
@@ -107,6 +107,6 @@ def test_a_dmarc_refusal_in_a_bounce(api, stack, tenant, mx_zone, sending_pool):
     assert (latest["reason"], latest["blames"], latest["origin"], latest["status"],
             latest["code"]) == ("authentication", "domain", "bounce", "5.7.26", 550)
     # It left from the pool's address: the address and the pool show it too
-    assert latest["source_address"] == "127.0.0.2"
+    assert latest["source_address"] == "127.0.0.42"
     assert latest["ip_pool_id"] == sending_pool["id"]
     assert shown_pool(api, sending_pool["id"])["ip_addresses"][0]["signals"]["domain"] == 1
