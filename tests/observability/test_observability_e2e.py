@@ -71,7 +71,10 @@ def test_a_send_and_its_delivery_attempts_write_one_line_each(api, tenant, mx, l
 
 
 def test_a_permanent_refusal_and_a_suppressed_recipient(api, tenant, mx, logs):
-    mx.script = ["550 5.1.1 no such user"]
+    # Refused at RCPT: a "no such user" answering the data (after the recipient was accepted)
+    # now counts as a repeat, not at once (services/suppressions/policy.py), so the script
+    # names the stage; it used to be the reply to DATA.
+    mx.script = ["rcpt:550 5.1.1 no such user"]
     to = f"{unique('gone')}@recipient.example"
     first = send(api, tenant, to)
     failed = logs.wait("delivery.attempt", message_id=first["id"], status="HardFail")
