@@ -104,7 +104,8 @@ def main() -> None:
     def current_only():
         with session_scope() as db, tenancy.acting(db, tenancy.instance_admin()):
             assert db.scalar(select(exists().where(
-                domain.c.name == f"d{DOMAINS // 2}.example.com", domain.c.return_path_host == "rp")))
+                domain.c.name == f"d{DOMAINS // 2}.example.com",
+                domain.c.return_path_host == "rp")))
 
     base = rate(current_only, seconds=1.0)
     for name, addr in (("current host", address), ("retired host", retired)):
