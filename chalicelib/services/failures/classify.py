@@ -12,8 +12,12 @@ from chalicelib.services.failures.reasons import (AFTER_REPEATS, AT_ONCE, NEVER,
 # Reasons an enhanced status code names so precisely that wording about the recipient
 # ("Recipient address rejected: ...") does not override it: a 5.7.26 is a DMARC failure
 # whatever the prefix of its text.
-_AFTER_DATA = re.compile(r"in reply to (?:the )?end of data|in reply to data|>>> data\b|"
-                         r"after (?:the )?(?:end of )?data\b|data command failed", re.I)
+_AFTER_DATA = re.compile(r"in reply to (?:the )?end\s+of\s+data|in reply to data\b|>>> data\b|"
+                         r"after (?:the )?(?:end of )?data\b|data command failed|"
+                         r"smtp command\W{0,20}data\b|\[(?:end[ _-]of[ _-])?data\]", re.I)
+# After a pipelining client's ">>> DATA", the RCPT replies and then DATA's own refusal.
+_RCPT_REFUSED = re.compile(r"<<<\s*503\b|need rcpt|no valid recipients|"
+                           r"rcpt commands were rejected|rcpt to: command before data", re.I)
 _DECISIVE_CODES = ("authentication", "ptr_required", "sender_refused", "domain_accepts_no_mail")
 
 
@@ -30,6 +34,10 @@ class Verdict:
     # about the user is a filter's as often as the truth (carriers answer "550 Unknown user"
     # to mail their user's filter refuses).
     after_data: bool = False
+    # The wording about the address is the kind receivers' filters use too (KDDI/au's
+    # "550 : User unknown", with no address, for mail the user's filter refuses): weak
+    # evidence that the address is bad.
+    doubtful: bool = False
 
     @property
     def info(self) -> Reason:
@@ -66,7 +74,7 @@ class Verdict:
         for address-level wording in a temporary reply (a relay's expired 4.x.x report);
         ``never`` for everything about the sender, the IP, the content or the moment."""
         base = self.info.suppression
-        if base == AT_ONCE and (self.temporary or self.after_data):
+        if base == AT_ONCE and (self.temporary or self.after_data or self.doubtful):
             return AFTER_REPEATS
         return base
 
@@ -74,7 +82,22 @@ class Verdict:
         return {"reason": self.reason, "category": self.category,
                 "about_recipient": self.about_recipient, "transient": self.transient,
                 "temporary": self.temporary, "after_data": self.after_data,
+                "doubtful": self.doubtful,
                 "blames": self.blames, "suppression": self.suppression}
+
+
+def answered_data(text: str | None) -> bool:
+    """The text says the refusal answered the message's data (Postfix's "in reply to end of
+    DATA command", Exim's "after end of data", a transcript's ">>> DATA"). A pipelining
+    client's transcript shows ">>> DATA" followed by the RCPT replies and then DATA's own
+    "503 need RCPT" / "554 no valid recipients": that refusal was the recipient's, at RCPT."""
+    text = text or ""
+    for match in _AFTER_DATA.finditer(text):
+        if match.group(0).startswith(">>>") and _RCPT_REFUSED.search(
+                text[match.end():match.end() + 600]):
+            continue
+        return True
+    return False
 
 
 def classify(status: str | None = None, code: int | None = None, text: str | None = None, *,
@@ -103,10 +126,17 @@ def classify(status: str | None = None, code: int | None = None, text: str | Non
             reason = "no_such_domain"
         return Verdict(reason, temporary, status, code)
     reason = _reason(status, code, text, temporary)
+    gave_up = (reason == "network" and klass != "5") or (reason == "unknown" and temporary)
+    if (action or "").lower() == "expired" or (gave_up and (action or "").lower() == "failed"):
+        # A failed report without a permanent status whose words say no more than that the
+        # connection failed: a relay retried until its time limit and gave up (a refusal
+        # the words name, a block list or a rate limit, stays what it is).
+        reason = "expired"
     if sender and REASONS[reason].about_recipient:
         reason = "sender_refused"
-    after_data = after_data or _AFTER_DATA.search(text) is not None
-    return Verdict(reason, temporary, status, code, after_data)
+    after_data = after_data or answered_data(text)
+    doubtful = REASONS[reason].about_recipient and rules.FILTER_WORDING.search(text) is not None
+    return Verdict(reason, temporary, status, code, after_data, doubtful)
 
 
 def _reason(status: str | None, code: int | None, text: str, temporary: bool) -> str:
@@ -124,4 +154,4 @@ def _reason(status: str | None, code: int | None, text: str, temporary: bool) ->
     return "unknown"
 
 
-__all__ = ["Verdict", "classify", "AT_ONCE", "AFTER_REPEATS", "NEVER"]
+__all__ = ["Verdict", "classify", "answered_data", "AT_ONCE", "AFTER_REPEATS", "NEVER"]

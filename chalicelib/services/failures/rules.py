@@ -31,7 +31,10 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"sender address (?:does not|doesn't) (?:exist|resolve)",
         r"your envelope sender", r"sender address has null mx",
         # mailing lists (Google Groups, in English and Japanese): the sender may not post
-        r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限")),
+        r"(?:permission|not allowed|not authori[sz]ed) to post", r"投稿する権限",
+        r"(?:are|is) not (?:a )?member",
+        # Google Groups says it in the sender's language, with a link to its help
+        r"\bgroups\.google\.com\b")),
     # The sending IP on a block list, and reputation (before spam and the address rules:
     # receivers answer them with 5.1.1, 5.7.1 and even "recipient rejected").
     ("domain_reputation", _rx(
@@ -46,7 +49,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"spamhaus", r"spamcop", r"barracuda ?(?:central|reputation|rbl)",
         r"b\.barracudacentral", r"\bsorbs\b", r"abuseat", r"\bcbl\b", r"\bpsbl\b",
         r"\bbl\.[a-z0-9-]+\.", r"\brbl\b", r"\bdnsbl\b", r"\brbls\b", r"blocked using",
-        r"(?:black|block) ?list(?:ed)?", r"listed (?:at|on|in|by) ", r"on (?:our|a|the) block ?list",
+        r"(?:black|block) ?list(?:ed)?", r"(?<!not )listed (?:at|on|in|by) ", r"on (?:our|a|the) block ?list",
         r"(?:ip|address|host|client).{0,40}(?:is |was )?(?:black|block)listed",
         r"\bS3150\b", r"\bS3140\b", r"\bRBL[- ]",
         r"www\.spamhaus", r"mailspike", r"uceprotect", r"junkemailfilter",
@@ -63,7 +66,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:due to|because of) (?:reputation|abuse)", r"\breputation\b")),
     # Content.
     ("virus", _rx(
-        r"virus", r"malware", r"\binfected\b", r"trojan", r"malicious", r"phishing",
+        r"\bvirus(?:es)?\b", r"malware", r"\binfected\b", r"trojan", r"malicious", r"phishing",
         r"(?:dangerous|forbidden|prohibited|unsafe|executable) (?:attachment|content|file)",
         r"attachment .{0,40}(?:not allowed|prohibited|blocked)")),
     ("spam_content", _rx(
@@ -89,14 +92,21 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"unresolvable (?:ip|address|client|host)", r"hostname (?:does not|doesn't) resolve",
         r"helo .{0,60}(?:does not|doesn't) (?:resolve|match)", r"forward-confirmed")),
     # The recipient's domain, then the mailbox.
+    # A DNS failure that may pass (Postfix's "Host not found, try again" is DNS's TRY_AGAIN,
+    # not NXDOMAIN): before the rules for a domain that does not exist.
+    ("network", _rx(
+        r"not found, try again", r"name service error .{0,80}try again", r"servfail",
+        r"temporary (?:dns|lookup|name(?: service)?) (?:failure|error)")),
     ("domain_accepts_no_mail", _rx(
-        r"null mx", r"accepts? no (?:e-?)?mail", r"does not accept (?:e-?)?mail",
+        r"null mx", r"accepts? no (?:e-?)?mail", r"does not accept (?:e-?)?mail(?! from)",
         r"domain (?:does not|doesn't) (?:receive|accept) (?:e-?)?mail",
-        r"has no mx, a or aaaa", r"not accepting mail for this domain")),
+        r"has no mx, a or aaaa", r"not accepting mail for this domain",
+        r"indicated no smtp service")),
     ("no_such_domain", _rx(
         r"nxdomain", r"host (?:or domain name )?(?:unknown|not found)",
         r"domain (?:name )?(?:not found|does not exist|doesn't exist|is not valid|unknown)",
         r"no such domain", r"unknown domain", r"unrouteable mail domain",
+        r"\bhost [\w-]+(?:\.[\w-]+)+ not found",
         r"^\W*(?:[\w-]+\.)+[a-z]{2,}\.? (?:does not|doesn't) exist",
         r"(?:name or service|hostname) not known", r"no mx (?:record|host)s?",
         r"domain (?:is )?not (?:hosted|served|configured|handled) (?:here|on this)",
@@ -115,7 +125,9 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"out of (?:storage|space)", r"not enough (?:storage|space)",
         r"storage (?:allocation|space|limit)", r"mailbox (?:has )?(?:reached|hit) ",
         r"disk quota", r"mailfolder is full", r"too many messages in (?:this|the) mailbox",
-        r"user's (?:disk|mail) quota", r"inbox is full", r"account is full")),
+        r"user's (?:disk|mail) quota", r"inbox is full", r"account is full",
+        r"(?:disk ?space|mail|storage|mailbox|account|user'?s?) quota",
+        r"quota (?:violation|exceeded)", r"(?:does not|doesn't) have enough (?:disk )?space")),
     ("mailbox_disabled", _rx(
         r"(?:account|mailbox|user|address|recipient)(?: (?:has been|is|was))? "
         r"(?:temporarily )?(?:disabled|suspended|deactivated|inactive|locked|frozen|"
@@ -148,12 +160,27 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"unknown mailbox", r"account that you tried to reach does not exist",
         r"could not be found", r"not listed in", r"user doesn't exist",
         r"mailbox (?:not found|unavailable|does not exist|invalid)",
-        r"^\s*(?:5\d\d[ -])?(?:5\.\d\.\d+ )?(?:<[^>]+>)?\s*\.{0,3}\s*(?:user|recipient) unknown")),
+        r"^\s*(?:5\d\d[ -])?(?:5\.\d\.\d+ )?(?:<[^>]+>)?\s*\.{0,3}\s*(?:user|recipient) unknown",
+        r"non-?existent (?:user|mailbox|recipient|address|account)",
+        r"(?:recipient|user|addressee) name (?:is )?not recognized",
+        r"invalid (?:final )?(?:delivery )?user ?id",
+        r"(?:does not|doesn't) have a final (?:e-?mail )?delivery point",
+        r"no matches to nameserver query",
+        # French, Spanish, German, Portuguese, Italian: "the address does not exist"
+        r"(?:adresse|destinataire|utilisateur|bo[iî]te)[^.]{0,60}n'existe pas",
+        r"(?:direcci[óo]n|usuario|buz[óo]n|destinatario|cuenta)[^.]{0,60}\bno existe",
+        r"(?:adresse|empf[äa]nger|benutzer|postfach)[^.]{0,60}existiert nicht",
+        r"(?:endere[çc]o|usu[áa]rio|destinat[áa]rio|conta)[^.]{0,60}n[ãa]o existe",
+        r"(?:indirizzo|utente|destinatario|casella)[^.]{0,60}non esiste",
+        r"(?:empf[äa]nger|benutzer|adresse) unbekannt",
+        # Domino in Japanese: "not in the directory's list"
+        r"ディレクトリのリストにありません")),
     ("message_too_large", _rx(
         r"message (?:size )?(?:is )?(?:too (?:big|large|long)|exceeds)", r"size limit",
         r"message (?:size|length) (?:exceeds|limit)", r"too (?:big|large) for",
         r"exceeds (?:the )?(?:maximum|max|allowed|fixed) (?:message )?size",
-        r"message (?:file )?too big", r"mail size", r"size exceeds")),
+        r"message (?:file )?too big", r"mail size", r"size exceeds",
+        r"maximum (?:incoming |allowed )?(?:message|mail) size")),
     ("greylisted", _rx(
         r"gr[ae]y-?list", r"gr[ae]y ?listing", r"postgrey", r"try again in \d+ (?:seconds|minutes)")),
     ("rate_limited", _rx(
@@ -171,11 +198,15 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"must (?:issue|use) (?:a )?starttls", r"authentication required",
         r"blocked by (?:the )?(?:recipient|administrator|user)", r"refused to accept",
         r"not allowed", r"(?:request|message) (?:rejected|refused|denied)",
+        r"not accepting (?:e-?)?mail from", r"(?:does not|doesn't) accept (?:e-?)?mail from",
         r"rejected by (?:the )?(?:recipient|administrator|recipient's)")),
     ("invalid_message", _rx(
         r"rfc ?(?:5322|2822|822|5321|2821)", r"not compliant", r"malformed",
         r"(?:invalid|bad|illegal|missing|duplicate) (?:header|message|from|date|message-id|"
-        r"mime|encoding|character)", r"header", r"syntax error", r"bare (?:lf|cr)",
+        r"mime|encoding|character)", r"syntax error",
+        r"(?:invalid|bad|illegal|missing|duplicate|malformed|too many) [\w-]*\s?headers?",
+        r"\bno [\w-]+:? (?:header|field) (?:given|found|present)",
+        r"without (?:an? )?[\w-]+:? (?:header|field)s?", r"bare (?:lf|cr)",
         r"line (?:too long|length)", r"8-?bit", r"content conversion", r"(?:mime|message) "
         r"(?:format|structure)", r"command (?:unrecognized|not recognized)",
         r"bad sequence of commands", r"invalid (?:command|argument)")),
@@ -186,9 +217,18 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:was|has) not been delivered (?:for|within|after) .{0,20}(?:days|hours)",
         r"too long in (?:the )?queue", r"giving up", r"gave up", r"max(?:imum)? (?:queue|retry) "
         r"(?:time|lifetime)", r"queue ?(?:life)?time", r"expired after", r"\bexpired\b",
-        r"retry period", r"unable to deliver .{0,40}(?:days|hours)")),
+        r"retry period", r"unable to deliver .{0,40}(?:days|hours)",
+        r"not (?:been )?delivered (?:for|within|after|in) .{0,20}(?:days|hours)",
+        r"(?:allowed |maximum )?queue period", r"maximum delivery attempts",
+        r"(?:failed|after) \d+ (?:delivery )?attempt", r"in the queue too long",
+        r"(?:have|has) been failing for a long time")),
     ("network", _rx(
-        r"connection (?:refused|reset|closed|dropped|timed out|lost|failed)",
+        r"connection (?:was )?(?:refused|reset|closed|dropped|timed out|lost|failed)",
+        r"connection to .{0,60} (?:failed|refused|timed out)",
+        r"(?:did not|didn't) respond", r"not responding", r"could not find a (?:gateway|route)",
+        r"(?:unable|not able) to establish an? (?:smtp )?connection",
+        r"(?:did not|didn't) accept our requests to connect", r"socket error",
+        r"host (?:is )?not reachable",
         r"timed? ?out", r"timeout", r"could not connect", r"(?:can't|cannot|unable to) "
         r"connect", r"no route to host", r"network (?:is )?unreachable", r"lost connection",
         r"host (?:is )?unreachable", r"name service error", r"servfail",
@@ -203,10 +243,14 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"unavailable|overloaded)", r"mailer(?:-daemon)? error", r"configuration error",
         r"out of memory", r"disk (?:is )?full", r"resources? (?:temporarily )?unavailable",
         r"service (?:is )?(?:currently )?(?:not )?(?:available|unavailable)",
-        r"try again later", r"temporar", r"exit code", r"procmail", r"unable to (?:process|"
-        r"deliver)", r"i/o error", r"error writing", r"mailbox (?:is )?locked",
+        r"try again later", r"temporar", r"exit code", r"procmail", r"unable to process",
+        r"command died with status", r"i/o error", r"error writing", r"mailbox (?:is )?locked",
         r"data format error", r"queue file write error")),
 )
+
+# Wording about the address that receivers' filters answer with too: KDDI/au (ezweb) reply
+# "550 : User unknown", the address left out, to mail their user's filter refuses.
+FILTER_WORDING = re.compile(r"\b5\d\d\s*:?\s+:\s*user unknown", re.I)
 
 # Enhanced status (subject, detail) -> reason; a (subject, None) entry covers the rest of the
 # subject. For a temporary (4.x.x) status the second name applies where it differs.
@@ -236,19 +280,31 @@ STATUS_CODES: dict[tuple[int, int | None], tuple[str, str]] = {
 
 
 # What is not wording about the failure: addresses and links (a mailbox called
-# "filtered@..." says nothing), and header fields of a quoted original.
+# "filtered@..." says nothing), header fields of a quoted original and a report's fields
+# other than its Diagnostic-Code ("Final-Recipient: rfc822; ..." names no RFC broken).
 _ADDRESSES = re.compile(r"<?[\w.+=-]+@[\w-]+(?:\.[\w-]+)+>?")
-_LINKS = re.compile(r"\b(?:https?://|www\.)\S+", re.I)
+# A link says no more than its host name ("www.spamhaus.org/query/bl?ip=..." names a block
+# list; its path and query are not wording).
+_LINKS = re.compile(r"\b(?:https?://)?((?:www\.)?[\w-]+(?:\.[\w-]+)+)/\S*|\bhttps?://(\S+)", re.I)
 _HEADER_LINES = re.compile(
     r"^[>|\s]*(?:X-[\w-]+|Received|DKIM-Signature|Content-[\w-]+|Message-ID|Subject|From|To|"
     r"Date|Return-Path|MIME-Version|Authentication-Results|References|In-Reply-To|"
-    r"Reply-To|Sender|Cc):.*$", re.I | re.M)
+    r"Reply-To|Sender|Cc|Reporting-MTA|Received-From-MTA|Arrival-Date|Final-Recipient|"
+    r"Original-Recipient|Action|Status|Remote-MTA|Last-Attempt-Date|X-Postfix-[\w-]+):.*$",
+    re.I | re.M)
+# Lines that say nothing about the failure: a transcript's successful replies and the
+# client's commands, the MIME preamble of a multipart body, report labels.
+_NOT_WORDING = re.compile(
+    r"^\s*(?:<<<\s*)?2\d\d[ -].*$|^\s*(?:>>>\s*)?(?:EHLO|HELO|MAIL FROM|RCPT TO|QUIT|RSET|"
+    r"STARTTLS|AUTH)\b.*$|^.*\bis in MIME format\b.*$|^.*mail reader does not understand.*$|"
+    r"technical details of (?:temporary|permanent) failure:?", re.I | re.M)
 WINDOW = 3  # lines read together from the first that says something
 
 
 def clean(text: str) -> str:
     text = _HEADER_LINES.sub("", text)
-    text = _LINKS.sub(" ", text)
+    text = _NOT_WORDING.sub("", text)
+    text = _LINKS.sub(lambda m: f" {m.group(1) or ''} ", text)
     return _ADDRESSES.sub("the address", text)
 
 
@@ -263,9 +319,16 @@ def by_text(text: str) -> str | None:
     """The reason the wording of ``text`` names, or None. A bounce may list several
     recipients, each with its error: the first line that says something is read (with the
     lines continuing it), the rules in their order of precedence within it."""
-    lines = [line for line in clean(text).splitlines() if line.strip()]
+    lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
     for index, line in enumerate(lines):
-        if _first(line) is not None:
+        alone = _first(line)
+        if alone is not None:
+            # the line alone (the next may be another recipient's error)
+            return alone
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if _first(following) is None and _first(f"{line} {following}") is not None:
+            # wording that wraps ("Mail quota" / "exceeded."): the line with those
+            # continuing it
             return _first(" ".join(lines[index:index + WINDOW]))
     return None
 

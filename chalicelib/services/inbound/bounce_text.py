@@ -36,8 +36,15 @@ _DELAY = re.compile(
     r"will (?:continue to |keep )?(?:retry|try)|(?:delivery|message) (?:has been |is )?delayed|"
     r"still trying|status notification \(delay\)|delivery delayed|"
     r"could not send message for past|is being retried|will be retried", re.I)
+# Words that say delivery goes on, whatever the subject says ("Delivery failure
+# notification" over "Delivery attempts will continue to be made for 5 days").
+_STILL_TRYING = re.compile(
+    r"(?:do not|don't|no need to) resend|attempts will continue|"
+    r"will continue (?:to )?(?:try|attempt|retry)", re.I)
 _FAILED = re.compile(
     r"permanent(?:ly)?|fatal|giving up|given up|gave up|(?:has|have) failed|delivery failed|"
+    r"\bfailed\b|(?:has been|was|is being) returned|\baborted\b|delivery problems?|"
+    r"not (?:a )?member|"
     r"failure|could not be delivered|was not delivered|undeliver|did not reach|"
     r"unable to deliver|not be delivered|rejected|returned mail|mail delivery failed|"
     r"couldn't be delivered|wasn't delivered|non-?delivery", re.I)
@@ -88,7 +95,8 @@ def text(msg: EmailMessage, limit: int = 20_000) -> str:
 def kind(msg: EmailMessage, words: str) -> str:
     """``delay``, ``auto_reply`` or ``failure`` (see the module's docstring)."""
     subject = str(msg.get("Subject") or "")
-    if _DELAY.search(subject) or (_DELAY.search(words) and not _FAILED.search(subject)):
+    if _DELAY.search(subject) or _STILL_TRYING.search(words) or (
+            _DELAY.search(words) and not _FAILED.search(subject)):
         return "delay"
     # Auto-Submitted says nothing of which kind: bounces carry it too.
     if _AUTO_REPLY_SUBJECT.search(subject) or msg.get("X-Autoreply") or \

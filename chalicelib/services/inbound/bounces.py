@@ -127,16 +127,23 @@ def parse_dsn(raw: bytes) -> dict:
         else:
             report["type"] = None
     report.update(dict.fromkeys(("category", "reason", "about_recipient", "transient",
-                                 "temporary", "after_data", "blames", "suppression")))
+                                 "temporary", "after_data", "doubtful", "blames",
+                                 "suppression")))
     if report["type"] is not None:
+        # Whether the refusal answered the message's data is told by the notification's
+        # words ("in reply to end of DATA command", a transcript's ">>> DATA") as often as
+        # by the Diagnostic-Code.
+        data = failures.answered_data(words)
+        # a non-standard bounce that failed is a final failure, as "Action: failed" is
+        action = report["action"] or ("failed" if report["type"] == "hard" else None)
         found = failures.classify(status=report["status"], code=code,
                                   text=report["diagnostic"] if blocks else words,
-                                  action=report["action"])
+                                  action=action, after_data=data)
         if found.reason == "unknown" and words and blocks:
             # The fields do not say why; the notification's words may.
             found = failures.classify(status=report["status"],
                                       text=f"{report['diagnostic'] or ''}\n{words}",
-                                      action=report["action"])
+                                      action=action, after_data=data)
         if not report["diagnostic"]:
             report["diagnostic"] = bounce_text.diagnostic(words)
         report.update(found.as_dict())
@@ -147,7 +154,8 @@ def verdict(report: dict) -> failures.Verdict:
     """The taxonomy's verdict a parsed report carries."""
     return failures.Verdict(report["reason"], bool(report.get("temporary")),
                             report["status"] if failures.is_enhanced_status(report["status"])
-                            else None, after_data=bool(report.get("after_data")))
+                            else None, after_data=bool(report.get("after_data")),
+                            doubtful=bool(report.get("doubtful")))
 
 
 def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes) -> Message | None:

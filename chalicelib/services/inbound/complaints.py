@@ -200,11 +200,12 @@ def receive(db: Session, *, rcpt_to: str, mail_from: str, raw: bytes,
         log.info("feedback report to %s matched no message; dropped", rcpt_to)
         return None
     report["final_recipient"] = report["final_recipient"] or original.rcpt_to
-    stored = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
-                           report=report)
     # An authentication-failure report says the message failed SPF/DKIM/DMARC somewhere,
     # nothing of what its recipient wants: recorded, never a complaint.
     spam = report["type"] == "complaint" and report["feedback_type"] != NOT_SPAM
+    report["suppressed"] = spam  # the record says so, as a bounce's does
+    stored = return_path.store(db, original, rcpt_to=rcpt_to, mail_from=mail_from, raw=raw,
+                           report=report)
     if spam:
         entries.suppress(db, original.server_id, original.rcpt_to,
                               reason="SpamComplaint", origin="complaint",
