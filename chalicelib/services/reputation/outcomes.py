@@ -35,16 +35,11 @@ def delivery_outcome(db: Session, message, attempt: dict) -> None:
     if info is None:
         return
     code = attempt.get("code")
-    temporary = code is not None and 400 <= code < 500
-    # As the suppression policy reads it: a permanent refusal of the address at RCPT (or the
-    # DNS saying its domain takes no mail); address wording after DATA is a filter's as often
-    # as not, and counts only as a repeat there.
-    after_data = attempt.get("stage") in ("data", "done")
-    if attempt["status"] == statuses.HARD_FAIL and info.about_recipient and not temporary \
-            and not after_data:
+    text = attempt.get("output") or attempt.get("details")
+    if attempt["status"] == statuses.HARD_FAIL and info.about_recipient and \
+            _suppressed_at_once(attempt, code, text):
         guard.count(db, message.server_id, message.id, guard.BOUNCE, info.name)
     if info.blames:
-        text = attempt.get("output") or attempt.get("details")
         signals.record(
             db, server_id=message.server_id, blames=info.blames, reason=info.name,
             origin=signals.DELIVERY, message_id=message.id,
@@ -53,6 +48,18 @@ def delivery_outcome(db: Session, message, attempt: dict) -> None:
             ip_pool_id=getattr(message, "ip_pool_id", None),
             source_address=attempt.get("source_address"), receiver=attempt.get("host"),
             code=code, status=failures.enhanced_status(text or ""), text=text)
+
+
+def _suppressed_at_once(attempt: dict, code: int | None, text: str | None) -> bool:
+    """The address-level refusal is one the suppression policy suppresses at once: the DNS
+    saying the domain takes no mail (no host was tried), or a permanent refusal at RCPT that
+    is not a filter's doubtful wording; address wording after DATA, in a 4xx reply, or a
+    filter's, counts only as a repeat there, and is no bounce of the address here."""
+    if attempt.get("host") is None:
+        return True
+    verdict = failures.classify(code=code, text=text,
+                                after_data=attempt.get("stage") in ("data", "done"))
+    return verdict.suppression == failures.AT_ONCE
 
 
 def report_received(db: Session, original, report: dict) -> None:
