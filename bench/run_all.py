@@ -25,6 +25,7 @@ BENCHES = [
     ("pipeline_lambda", ["bench_pipeline_lambda.py"]),
     ("http", ["bench_http.py"]),
     ("rls", ["bench_rls.py"]),
+    ("reputation", ["bench_reputation.py"]),
 ]
 
 

@@ -208,6 +208,17 @@ def _parse_pacing_rules(raw: str) -> str:
     return json.dumps(rules, sort_keys=True)
 
 
+REPUTATION_GUARD_MODES = ("pause", "warn", "off")
+_parse_reputation_guard = _choice(REPUTATION_GUARD_MODES)
+
+
+def _percent(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= 100:
+        raise ValueError(f"expected a percentage from 0 to 100, got {raw!r}")
+    return value
+
+
 def _at_least(least: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         value = int(raw)
@@ -351,6 +362,30 @@ KEYS: tuple[Key, ...] = (
     _env("SUPPRESSION_REPEAT_DAYS", 15, int,
          "...and only when those failures span at least this many days, none more than this "
          "many days after the one before (a longer quiet spell starts the count again)."),
+    _env("REPUTATION_GUARD", "pause", _parse_reputation_guard,
+         "The reputation guard of every server (docs/api.md#reputation-guard): pause (warn, "
+         "and suspend a server's sending at a pause threshold until an instance admin lifts "
+         "it); warn (warnings only); off (nothing evaluated; the figures are still shown)."),
+    _env("REPUTATION_WINDOW_HOURS", 168, _at_least(1),
+         "The guard's sliding window: bounce and complaint rates of the mail sent in the "
+         "last this many hours (whole UTC hours)."),
+    _env("REPUTATION_MIN_VOLUME", 1000, _at_least(1),
+         "Messages a server must have sent in the window before the guard judges its rates "
+         "(no warning or pause on a small sample)."),
+    _env("REPUTATION_BOUNCE_WARNING_PERCENT", 5.0, _percent,
+         "Bounce rate (bounces that say the address is bad, per message sent) at which a "
+         "server is warned."),
+    _env("REPUTATION_BOUNCE_PAUSE_PERCENT", 10.0, _percent,
+         "Bounce rate at which a server's sending is paused."),
+    _env("REPUTATION_COMPLAINT_WARNING_PERCENT", 0.1, _percent,
+         "Complaint rate (spam complaints per message delivered) at which a server is warned."),
+    _env("REPUTATION_COMPLAINT_PAUSE_PERCENT", 0.5, _percent,
+         "Complaint rate at which a server's sending is paused."),
+    _env("INFRASTRUCTURE_SIGNAL_WINDOW_HOURS", 24, _at_least(1),
+         "How far back an IP address's, an IP pool's and a domain's health counts the "
+         "refusals that blamed them (block lists, reputation, reverse DNS, authentication)."),
+    _env("INFRASTRUCTURE_SIGNAL_RETENTION_DAYS", 30, _at_least(1),
+         "How long those refusals are kept (GET /api/v2/admin/infrastructure_signals)."),
     _env("SMTP_HOSTNAME", "localhost", str,
          "Public hostname of the installation: Message-IDs, EHLO, DNS records, return paths."),
     _env("RETURN_PATH_DOMAIN", "", str,
@@ -559,6 +594,15 @@ class Settings(BaseModel):
     suppression_repeat_days: int
     webhook_log_retention_days: int
     retention_interval_seconds: float
+    reputation_guard: str
+    reputation_window_hours: int
+    reputation_min_volume: int
+    reputation_bounce_warning_percent: float
+    reputation_bounce_pause_percent: float
+    reputation_complaint_warning_percent: float
+    reputation_complaint_pause_percent: float
+    infrastructure_signal_window_hours: int
+    infrastructure_signal_retention_days: int
     smtp_hostname: str
     return_path_domain: str
     fbl_addresses: str

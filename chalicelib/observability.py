@@ -60,6 +60,15 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "bounced": ("MessagesBounced", "Hard bounces received (the message becomes Bounced)."),
     "complained": ("MessagesComplained",
                    "Spam complaints (feedback reports other than not-spam) received."),
+    "infrastructure_signals": ("InfrastructureSignals",
+                               "Refusals that blamed the sending IP address or domain (block "
+                               "list, reputation, reverse DNS, authentication), in delivery "
+                               "or in a bounce."),
+    "reputation_warnings": ("ReputationWarnings",
+                            "Servers whose bounce or complaint rate reached a warning "
+                            "threshold of the reputation guard (once per warning)."),
+    "reputation_pauses": ("ReputationPauses",
+                          "Servers whose sending the reputation guard paused."),
     "webhook_succeeded": ("WebhookSucceeded", "Webhook POSTs answered with a 2xx."),
     "webhook_failed": ("WebhookFailed", "Webhook POSTs that failed (non-2xx, timeout, refused)."),
     "inbound_delivered": ("InboundDelivered", "Inbound messages delivered to their endpoint."),

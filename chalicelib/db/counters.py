@@ -13,7 +13,9 @@ counter rows in the same order (no deadlocks between them).
 
 Buckets are UTC: "day" for message/open/click metrics (per dimension: "" all, "s:<stream id>",
 "t:<tag>"), "hour" for delivery outcome events and for opens and clicks of the whole server
-(dim "" only: GET /stats/engagement?interval=hour).
+(dim "" only: GET /stats/engagement?interval=hour), and for the reputation guard's bounces and
+complaints (``reputation:bounce``, ``reputation:complaint``: services/reputation/guard.py
+counts them itself, once per message, and ``rebuild`` recounts them from its marks).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import statuses
 from chalicelib.db.models.messages import Message, MessageEvent
+from chalicelib.db.models.reputation import ReputationMark
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter
 
 OUTCOME_EVENTS = ("MessageSent", "MessageDelayed", "MessageDeliveryFailed", "MessageHeld")
@@ -264,6 +267,13 @@ def rebuild(db: Session, server_id: int | None = None) -> int:
             .where(*where(MessageEvent), MessageEvent.event.in_(OUTCOME_EVENTS))
             .group_by(MessageEvent.server_id, hour, MessageEvent.event)):
         deltas[(sid, "hour", as_datetime(bucket), f"event:{name}", "")] += n
+    # The reputation guard's counts (services/reputation/guard.py), from its marks.
+    hour = bucket_expr(dialect, ReputationMark.created_at, "hour")
+    for sid, bucket, kind, n in db.execute(
+            select(ReputationMark.server_id, hour, ReputationMark.kind, func.count())
+            .where(*where(ReputationMark))
+            .group_by(ReputationMark.server_id, hour, ReputationMark.kind)):
+        deltas[(sid, "hour", as_datetime(bucket), f"reputation:{kind}", "")] += n
     db.execute(delete(StatCounter).where(*where(StatCounter)))
     apply(db.connection(), deltas)
     return sum(1 for n in deltas.values() if n)

@@ -99,6 +99,9 @@ CROSS_TENANT: dict[str, tuple[str, str]] = {
     "sweeper": ("chalicelib/workers/sweeper.py",
                 "due rows of every tenant, and the queue lag (GET /metrics, the lag metric)"),
     "retention": ("chalicelib/workers/retention.py", "expired rows of every tenant"),
+    "reputation-guard": ("chalicelib/services/reputation/guard.py",
+                         "the guard's pause is written in the installation's audit trail "
+                         "(no tenant's); the sweeper re-evaluates every server it watches"),
     "domain-checks": ("chalicelib/services/domains/checks.py",
                       "the scheduled DNS check of every tenant's domains"),
     "migrations": ("chalicelib/db/migrations/env.py", "schema and data migrations"),

@@ -8,6 +8,7 @@ from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
 from chalicelib.shapes import record
+from chalicelib.shapes.reputation import ReputationBrief, SignalHealth
 
 
 @record
@@ -53,6 +54,8 @@ class Server(TypedDict):
     send_limit_per_day: int | None
     send_limit_action: Annotated[str, Field(description="hold or reject")]
     send_limits: SendLimits
+    reputation: Annotated[ReputationBrief, Field(description=(
+        "The reputation guard's state (GET .../reputation has its figures)."))]
     created_at: datetime
     updated_at: datetime | None
 
@@ -154,6 +157,9 @@ class Domain(TypedDict):
     dkim_keys: list[DkimKey]
     dns_records: DnsRecords
     dns_check: DnsCheckSummary | None
+    signals: Annotated[SignalHealth, Field(description=(
+        "Refusals of its mail that blamed the sending IP or the domain, recently "
+        "(GET .../signals lists them)."))]
     created_at: datetime
 
 
@@ -185,6 +191,9 @@ class IPAddress(TypedDict):
     dns_check: Annotated[DnsCheckSummary | None, Field(
         description="The last reverse-DNS check (PTR, forward confirmation, HELO match) "
                     "of the address; null until it is first checked.")]
+    signals: Annotated[SignalHealth, Field(description=(
+        "Refusals of mail sent from this address that blamed it (block lists, reputation, "
+        "reverse DNS) or its sending domain, recently."))]
     created_at: datetime
 
 
@@ -201,6 +210,9 @@ class IPPool(TypedDict):
         "delivering host owns none of them (IP_POOL_EGRESS); null: none."))]
     created_at: datetime
     ip_addresses: NotRequired[list[IPAddress] | None]
+    signals: NotRequired[Annotated[SignalHealth, Field(description=(
+        "Refusals of mail sent from the pool that blamed the IP or the sending domain, "
+        "recently (shown with the addresses)."))]]
 
 
 @record

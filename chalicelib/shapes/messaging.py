@@ -9,6 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from chalicelib.shapes import Pagination, record
 from chalicelib.shapes.management import SendLimits
+from chalicelib.shapes.reputation import ReputationBrief
 
 
 @record
@@ -35,6 +36,11 @@ class Message(TypedDict):
     stream: Annotated[str | None, Field(description="The stream's permalink.")]
     bounce: bool
     held: bool
+    return_path: Annotated[str | None, Field(description=(
+        "The host of the envelope sender (return path) it went out with, by its last "
+        "attempt that reached a server: the domain's own (rp.example.com) or the "
+        "installation's; null before. Bounces to it are accepted while the message is kept, "
+        "even after the domain changes its return path."))]
     size: int
     attempts: int
     next_attempt_at: datetime | None
@@ -80,7 +86,10 @@ class Delivery(TypedDict):
 
 @record
 class Event(TypedDict):
-    """One entry of a message's history (MessageSent, MessageDelayed, …)."""
+    """One entry of a message's history: the four webhook events (MessageSent,
+    MessageDelayed, MessageDeliveryFailed, MessageHeld) and the ones recorded in the history
+    only (MessageCancelled, MessageBounced, MessageComplained,
+    MessageAuthFailureReported)."""
 
     event: str
     uuid: str
@@ -432,10 +441,14 @@ class ServerInfo(TypedDict):
     permalink: str
     mode: str
     suspended: bool
+    suspension_reason: Annotated[str | None, Field(description=(
+        "Why its sending is suspended (by an administrator, or paused by the reputation "
+        "guard); null when it is not."))]
     organization: str
     credential: Annotated[CredentialRef | None, Field(
         description="The API credential used; null for a signed-in user of the console.")]
     send_limits: NotRequired[SendLimits]  # GET /server only
+    reputation: NotRequired[ReputationBrief]  # GET /server only
 
 
 @record

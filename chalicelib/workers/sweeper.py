@@ -1,6 +1,7 @@
 """The scheduled sweeper: finds due rows whose wake-up call was lost (a crash, a lost SQS
 message, a restart of the local stack) and enqueues them again. Due rows are every tenant's:
-it reads them across tenants (db/tenancy.py, "sweeper"), as does the queue lag it measures."""
+it reads them across tenants (db/tenancy.py, "sweeper"), as does the queue lag it measures.
+Each sweep also gives the reputation guard its turn (services/reputation/guard.review)."""
 from __future__ import annotations
 
 import logging
@@ -8,6 +9,7 @@ import logging
 from chalicelib import clock, observability, queues
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope, tenancy
+from chalicelib.services.reputation import guard
 from chalicelib.workers.registry import load_workers
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,8 @@ def sweep(grace_seconds: float = 60.0) -> dict[str, int]:
             observability.log("sweeper.requeued", "warning", queue=queue, rows=len(ids))
     if get_settings().metrics_backend == "emf":  # locally GET /metrics reads it when scraped
         observability.gauge_queue_lag(queue_lags())
+    # Servers whose window moves on without new bounces (a warning ends, a rate rises)
+    guard.review()
     return counts
 
 

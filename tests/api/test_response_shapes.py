@@ -115,6 +115,7 @@ def _message_answer() -> dict:
                "status_details": None, "bounce_category": None, "bounce_reason": None, "rcpt_to": "a@example.net", "mail_from": "b@example.com",
                "subject": "Hi", "message_id": "<x@y>", "submission_id": 1, "tag": None,
                "metadata": {"k": 1}, "stream": "outbound", "bounce": False, "held": False,
+               "return_path": "rp.example.com",
                "size": 10, "attempts": 1, "next_attempt_at": None,
                "last_attempt_at": "2026-01-01T00:00:00Z", "sent_at": "2026-01-01T00:00:00Z",
                "track_opens": True, "track_clicks": False, "opens_count": 0,

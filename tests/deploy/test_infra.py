@@ -71,6 +71,14 @@ def test_rate_alarms_read_the_metrics_the_code_writes():
         assert found[key] <= names and props["AlarmActions"]
     assert found == {"DeliveryFailureRateAlarm": {"MessagesSent", "MessagesFailed"},
                      "BounceRateAlarm": {"MessagesSent", "MessagesBounced"}}
+    # The reputation alarms (issue 34): a listing, and a server paused by the guard.
+    for key, metric in (("InfrastructureSignalAlarm", "InfrastructureSignals"),
+                        ("ReputationPauseAlarm", "ReputationPauses")):
+        props = resources[key]["Properties"]
+        assert (props["Namespace"], props["MetricName"]) == (observability.NAMESPACE, metric)
+        assert metric in names and props["AlarmActions"]
+        assert props["Dimensions"] == [{"Name": "service",
+                                        "Value": {"Fn::Sub": "email-service-${Stage}"}}]
     lag = resources["DeliveryQueueLagAlarm"]["Properties"]
     assert (lag["Namespace"], lag["MetricName"]) == (observability.NAMESPACE, "QueueLagSeconds")
     # The stages name the service the alarms watch.

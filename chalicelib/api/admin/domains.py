@@ -49,7 +49,7 @@ def delete_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)
     record = management.domain(domain)
-    call.db.delete(domain)
+    manage.delete_domain(call.db, domain)
     return {"domain": record, "deleted": True}
 
 

@@ -12,7 +12,8 @@ from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, Organizat
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server
 from chalicelib.services.organizations import lookup, organizations
-from chalicelib.services.accounts import permissions
+from chalicelib.services.accounts import audit, permissions
+from chalicelib.services.reputation import guard
 from chalicelib.shapes import management as shape
 
 bp = Blueprint(__name__)
@@ -120,7 +121,19 @@ def suspend_server(call: Call, org: str, server: str):
 @endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN,
           response=shapes.one("server", shape.Server))
 def unsuspend_server(call: Call, org: str, server: str):
+    """Lift the suspension. A pause by the reputation guard is lifted by instance admins
+    only (403 for the organization's own roles), and restarts the guard's window."""
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
+    if guard.paused(call.db, srv):
+        if not permissions.can(call.principal, "reputation.lift"):
+            raise errors.Forbidden(
+                "the reputation guard paused this server's sending "
+                f"({srv.suspension_reason}); only an instance administrator can lift the pause")
+        principal = call.principal
+        by = (f"admin API key {principal.admin_key.id}" if principal.is_admin_key
+              else f"user {principal.user.id} ({principal.user.email_address})")
+        guard.lift(call.db, srv, by=by, user=principal.user,
+                   client=audit.Client(call.ip_address, call.user_agent))
     return {"server": management.server(organizations.unsuspend_server(srv))}
 
 

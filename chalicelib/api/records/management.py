@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
-from chalicelib.db.models import (AdminApiKey, Credential, Domain, IPAddress, IPPool, Organization,
-                                  Route, Server, Suppression, Webhook, WebhookRequest,
-                                  WebhookRequestLog)
+from chalicelib.db.models import (AdminApiKey, Credential, Domain, InfrastructureSignal,
+                                  IPAddress, IPPool, Organization, Route, Server, Suppression,
+                                  Webhook, WebhookRequest, WebhookRequestLog)
 from chalicelib.services.inbound import routes
 from chalicelib.services.webhooks import hooks
 from chalicelib.services.dkim import keys as dkim_keys
 from chalicelib.services.domains import names as domain_names, records as domain_records
+from chalicelib.services.reputation import guard, signals
 from chalicelib import shapes
 from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
+from chalicelib.shapes import management as shape, reputation as reputation_shape
 
 
 @builds(shape.Organization)
@@ -38,6 +39,7 @@ def server(srv: Server) -> dict:
             "send_limit_per_hour": srv.send_limit_per_hour,
             "send_limit_per_day": srv.send_limit_per_day,
             "send_limit_action": srv.send_limit_action, "send_limits": send_limits_usage(srv),
+            "reputation": guard.brief(object_session(srv), srv),
             "created_at": srv.created_at, "updated_at": srv.updated_at}
 
 
@@ -68,6 +70,7 @@ def domain(dom: Domain) -> dict:
             "dns_records": shapes.check(shape.DnsRecords, domain_records.dns_records(dom)),
             # The last DNS check as GET .../check answered it (kept, not looked up again).
             "dns_check": dns_check(dom.dns_check, dom.checked_at),
+            "signals": signal_health(object_session(dom), signals.for_domain(dom.id)),
             "created_at": dom.created_at}
 
 
@@ -96,6 +99,8 @@ def ip_address(addr: IPAddress) -> dict:
     return {"id": addr.id, "ip_pool_id": addr.ip_pool_id, "ipv4": addr.ipv4, "ipv6": addr.ipv6,
             "hostname": addr.hostname, "priority": addr.priority,
             "dns_check": dns_check(addr.dns_check, addr.checked_at),
+            "signals": signal_health(object_session(addr),
+                                     signals.for_address(addr.ipv4, addr.ipv6)),
             "created_at": addr.created_at}
 
 
@@ -105,7 +110,31 @@ def ip_pool(pool: IPPool, with_addresses: bool = False) -> dict:
               "relay_host": pool.relay_host, "created_at": pool.created_at}
     if with_addresses:
         record["ip_addresses"] = [ip_address(a) for a in pool.ip_addresses]
+        record["signals"] = signal_health(object_session(pool), signals.for_pool(pool.id))
     return record
+
+
+@builds(reputation_shape.InfrastructureSignal)
+def infrastructure_signal(row: InfrastructureSignal) -> dict:
+    return {"id": row.id, "created_at": row.created_at, "blames": row.blames,
+            "reason": row.reason, "origin": row.origin, "source_address": row.source_address,
+            "ip_pool_id": row.ip_pool_id, "domain": row.domain, "server_id": row.server_id,
+            "message_id": row.message_id, "receiver": row.receiver, "code": row.code,
+            "status": row.status, "text": row.text}
+
+
+@builds(reputation_shape.SignalHealth)
+def signal_health(db: Session, condition) -> dict:
+    """The signals of an address, a pool or a domain (``signals.for_*``) in the window."""
+    health = signals.summary(db, condition)
+    return {**health, "receivers": [
+        {"receiver": r["receiver"], "count": r["count"], "last_at": r["last_at"],
+         "latest": infrastructure_signal(r["latest"])} for r in health["receivers"]]}
+
+
+@builds(reputation_shape.Reputation)
+def reputation(db: Session, srv: Server) -> dict:
+    return guard.status(db, srv)
 
 
 @builds(shape.AdminApiKey)

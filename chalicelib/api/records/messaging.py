@@ -30,7 +30,8 @@ def message(m: Message, stream_permalink: str | None = None) -> dict:
         "rcpt_to": m.rcpt_to, "mail_from": m.mail_from,
         "subject": m.subject, "message_id": m.message_id_header,
         "submission_id": m.submission_id, "tag": m.tag, "metadata": m.metadata_json,
-        "stream": stream_permalink, "bounce": m.bounce, "held": m.held, "size": m.size,
+        "stream": stream_permalink, "bounce": m.bounce, "held": m.held,
+        "return_path": m.return_path, "size": m.size,
         "attempts": m.attempts, "next_attempt_at": m.next_attempt_at,
         "last_attempt_at": m.last_attempt_at, "sent_at": m.sent_at,
         "track_opens": m.track_opens, "track_clicks": m.track_clicks,
@@ -171,5 +172,6 @@ def server_info(srv: Server, credential: Credential | None) -> dict:
     """The calling server; ``credential`` is None for a signed-in user (X-Server)."""
     return {"id": srv.id, "uuid": srv.uuid, "name": srv.name, "permalink": srv.permalink,
             "mode": srv.mode, "suspended": srv.suspended,
+            "suspension_reason": srv.suspension_reason,
             "organization": srv.organization.permalink,
             "credential": {"id": credential.id, "name": credential.name} if credential else None}

@@ -6,6 +6,7 @@ from chalice import Blueprint
 from chalicelib import shapes
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.api.records import management, messaging
+from chalicelib.services.reputation import guard
 from chalicelib.shapes import messaging as shape
 
 bp = Blueprint(__name__)
@@ -14,9 +15,11 @@ bp = Blueprint(__name__)
 @endpoint(bp, "", "GET", auth=SERVER,
           response=shapes.one("server", shape.ServerInfo))
 def show_server(call: Call):
-    """The authenticated server, with its send limits and this hour's and day's use."""
+    """The authenticated server, with its send limits and this hour's and day's use, and
+    its reputation guard's state."""
     return {"server": {**messaging.server_info(call.server, call.principal.credential),
-                       "send_limits": management.send_limits_usage(call.server)}}
+                       "send_limits": management.send_limits_usage(call.server),
+                       "reputation": guard.brief(call.db, call.server)}}
 
 
 @endpoint(bp, "/ping", "GET", auth=SERVER,

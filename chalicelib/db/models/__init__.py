@@ -10,8 +10,10 @@ from chalicelib.db.models.messages import (CapturedMessage, Delivery, Message, M
 from chalicelib.db.models.mta_sts import MtaStsPolicy
 from chalicelib.db.models.organizations import (AdminApiKey, ApiRateBucket, Credential, DkimKey,
                                                 Domain, InstallationKey, IPAddress, IPPool,
-                                                Organization, Server)
+                                                Organization, RetiredReturnPath, Server)
 from chalicelib.db.models.pacing import DeliveryDestination, DeliveryLease
+from chalicelib.db.models.reputation import (InfrastructureSignal, ReputationMark,
+                                             ServerReputation)
 from chalicelib.db.models.routes import Route
 from chalicelib.db.models.sending_controls import BulkJob, IdempotencyKey, SendLimitCounter
 from chalicelib.db.models.tracking import ClickEvent, OpenEvent, StatCounter, TrackedLink
@@ -20,10 +22,11 @@ from chalicelib.db.models.webhooks import Webhook, WebhookRequest, WebhookReques
 __all__ = [
     "AdminApiKey", "ApiRateBucket", "AuthEvent", "BulkJob", "CapturedMessage", "ClickEvent",
     "Credential", "Delivery", "DeliveryDestination", "DeliveryLease", "DkimKey", "DmarcRecord", "DmarcReport", "Domain",
-    "IdempotencyKey", "InstallationKey", "IPAddress", "IPPool", "Invitation",
+    "IdempotencyKey", "InfrastructureSignal", "InstallationKey", "IPAddress", "IPPool", "Invitation",
     "MailFrame", "Membership", "Message", "MessageEvent", "MessageRaw", "MtaStsPolicy", "OidcLogin", "Passkey",
     "PasskeyCeremony", "RecipientFailure", "SendLimitCounter",
-    "OpenEvent", "Organization", "PasswordResetToken", "Route", "Server", "SmtpAuthFailure",
+    "OpenEvent", "Organization", "PasswordResetToken", "ReputationMark", "RetiredReturnPath",
+    "Route", "Server", "ServerReputation", "SmtpAuthFailure",
     "StatCounter", "Stream",
     "Submission", "Suppression", "Template", "TrackedLink", "User", "UserSession", "Webhook",
     "WebhookRequest", "WebhookRequestLog",

@@ -115,6 +115,10 @@ class Message(Base):
     bounce_category: Mapped[str | None] = mapped_column(String(32))
     bounce_reason: Mapped[str | None] = mapped_column(String(32))
     held: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    # The host of the envelope sender it went out with (its last attempt's): a domain's own
+    # return path (rp.example.com) or RETURN_PATH_DOMAIN; NULL until an attempt reached a
+    # server. Bounces to it are accepted after the domain changes its return path.
+    return_path: Mapped[str | None] = mapped_column(String(255))
     track_opens: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
     attempts: Mapped[int] = mapped_column(Integer, default=0, nullable=False)

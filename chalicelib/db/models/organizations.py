@@ -136,6 +136,27 @@ class Domain(Timestamps, Base):
         return self.verified_at is not None
 
 
+class RetiredReturnPath(Base):
+    """A return-path host name a domain no longer sends with (its host was changed, or the
+    domain removed), kept while mail sent with it may still bounce: until ``keep_until``, the
+    retirement plus its server's ``message_retention_days`` (those messages are deleted by
+    then). The gateway accepts bounces and feedback reports at ``<token>@<name>`` meanwhile
+    (services/inbound/return_path.py); one indexed lookup per RCPT, no scan of messages."""
+
+    __tablename__ = "retired_return_paths"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    server_id: Mapped[int] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    domain_id: Mapped[int | None] = mapped_column(
+        ForeignKey("domains.id", ondelete="SET NULL"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(255), index=True, nullable=False)  # lower-case
+    retired_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    keep_until: Mapped[datetime] = mapped_column(DateTime(), index=True, nullable=False)
+
+
 class DkimKey(Base):
     """A DKIM key of a domain beside the active one (which lives on the domain row, where the
     delivery worker reads it): ``pending`` after a rotation until activated, ``retiring``

@@ -6,7 +6,8 @@ email_change_failed, password_reset_requested,
 password_reset_issued, password_reset_completed, totp_enrolled, totp_enabled, totp_disabled,
 passkey_registered, passkey_renamed, passkey_removed, passkey_register_failed,
 passkey_remove_failed, sso_login, sso_linked, sso_account_created, sso_failed, invitation_accepted, user_created,
-user_updated, user_deleted, admin_api_key_created, admin_api_key_revoked.
+user_updated, user_deleted, admin_api_key_created, admin_api_key_revoked; server_paused (by
+the reputation guard, no user) and server_pause_lifted (services/reputation/guard.py).
 
 A failure is recorded and then raised: the service commits first (``fail``), because the
 request's transaction is rolled back when the error leaves the handler.

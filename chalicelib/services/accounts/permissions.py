@@ -40,6 +40,10 @@ ACTIONS: dict[str, str | None] = {
     "admin_keys.manage": None,
     "users.manage": None,
     "auth_events.read": None,
+    # Lifting the reputation guard's pause of a server (POST .../unsuspend on a server the
+    # guard paused), and reading every infrastructure signal of the installation.
+    "reputation.lift": None,
+    "infrastructure_signals.read": None,
 }
 
 

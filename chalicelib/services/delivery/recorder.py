@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple
 from chalicelib import clock, observability, queues
 from chalicelib.db import counters
 from chalicelib.services.delivery import pacing, writes
+from chalicelib.services.reputation import outcomes as reputation
 from chalicelib.services.webhooks import payload as webhook_payload
 
 
@@ -55,6 +56,8 @@ def outcome(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
     written."""
     dialect = db.get_bind().dialect.name
     now = clock.now()
+    if attempt is not None:  # its bounce and infrastructure signal, if any, commit with it
+        reputation.delivery_outcome(db, message, attempt)
     params = {"m_id": message.id, "m_now": now, "m_worker": worker,
               **{f"m_{k}": v for k, v in values.items()}}
     if attempt is not None:

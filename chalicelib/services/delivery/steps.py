@@ -114,6 +114,8 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
                 (outcome.host is not None or outcome.recipient_rejected):
             suppress = f"hard failure: {details}"[:1000]
     values["status_details"] = details
+    if outcome.host is not None:  # a server heard this envelope sender: bounces come to it
+        values["return_path"] = domain_names.envelope_host(message.return_path_domain)
     attempt = dict(status=attempt_status, stage=outcome.stage, host=outcome.host,
                    code=outcome.code, output=outcome.output, details=details, category=category,
                    reason=reason,

@@ -1,19 +1,23 @@
 """Sending domains of a server: adding one (with its own RSA-2048 DKIM key), finding it,
-changing its return-path and tracking hosts, and verifying it.
+changing its return-path and tracking hosts, verifying it, and removing it.
 
 The return path and tracking domain are used only once their CNAME is verified: by a DNS
-check (``checks.py``), or by ``verify`` when DOMAIN_VERIFY_DNS is off."""
+check (``checks.py``), or by ``verify`` when DOMAIN_VERIFY_DNS is off. A return-path host the
+domain stops using (changed, or the domain removed) is retired, not forgotten: bounces and
+feedback reports for mail sent with it keep arriving there for days, and the gateway accepts
+them while that mail is kept (``RetiredReturnPath``: the server's message retention)."""
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
 from chalicelib.db import unique
-from chalicelib.db.models import Domain, Server
+from chalicelib.db.models import Domain, RetiredReturnPath, Server
 from chalicelib.services.dkim import keys as dkim_keys
 from chalicelib.services.domains import names, records, reserved
 
@@ -46,6 +50,7 @@ def update_hosts(domain: Domain, *, return_path_host: str | None = None,
             raise errors.ValidationError("return_path_host: must differ from tracking_host",
                                          field="return_path_host")
         if host != domain.return_path_host:
+            retire_return_path(object_session(domain), domain)
             domain.return_path_host = host
             domain.return_path_verified_at = None
     if clear_tracking:
@@ -59,6 +64,32 @@ def update_hosts(domain: Domain, *, return_path_host: str | None = None,
             domain.tracking_host = host
             domain.tracking_verified_at = None
     return domain
+
+
+def retire_return_path(db: Session, domain: Domain) -> RetiredReturnPath:
+    """Keep accepting bounces at the domain's current return-path host after it stops using
+    it, until the mail sent with it is deleted: its server's message retention from now."""
+    now = clock.now()
+    days = db.scalar(select(Server.message_retention_days).where(Server.id == domain.server_id))
+    row = RetiredReturnPath(server_id=domain.server_id, domain_id=domain.id,
+                            name=names.return_path_name(domain).lower(), retired_at=now,
+                            keep_until=now + timedelta(days=days))
+    db.add(row)
+    return row
+
+
+def retention_changed(db: Session, server: Server) -> None:
+    """The server keeps its mail ``message_retention_days`` now: its retired return paths
+    are kept as long after their retirement."""
+    rows = db.scalars(select(RetiredReturnPath).where(RetiredReturnPath.server_id == server.id))
+    for row in rows:
+        row.keep_until = row.retired_at + timedelta(days=server.message_retention_days)
+
+
+def delete_domain(db: Session, domain: Domain) -> None:
+    """Remove the domain; its return-path host still takes the bounces of its mail."""
+    retire_return_path(db, domain)
+    db.delete(domain)
 
 
 def find_domain(db: Session, server: Server, name: str) -> Domain:

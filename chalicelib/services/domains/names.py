@@ -52,8 +52,15 @@ def verified_return_path_column():
                  Domain.return_path_host + "." + Domain.name), else_=None)
 
 
+def envelope_host(return_path_domain: str | None) -> str:
+    """The host of an outgoing message's envelope sender: ``<host>.<domain>`` once the
+    domain's return-path CNAME is verified (``verified_return_path_column``), else
+    RETURN_PATH_DOMAIN. The message records it (``messages.return_path``)."""
+    return return_path_domain or get_settings().effective_return_path_domain
+
+
 def envelope_sender(token: str, return_path_domain: str | None) -> str:
     """The envelope sender (MAIL FROM) of an outgoing message: ``<token>@<host>.<domain>``
     once the domain's return-path CNAME is verified (SPF then aligns with the From domain),
     else ``<token>@RETURN_PATH_DOMAIN``. Bounces to either are matched by the token."""
-    return f"{token}@{return_path_domain or get_settings().effective_return_path_domain}"
+    return f"{token}@{envelope_host(return_path_domain)}"

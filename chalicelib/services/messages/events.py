@@ -15,7 +15,10 @@ from chalicelib.db.models import Message, MessageEvent
 
 EVENTS = ("MessageSent", "MessageDelayed", "MessageDeliveryFailed", "MessageHeld")
 # Recorded in a message's history only: the spec's webhooks have exactly the four above.
-HISTORY_EVENTS = ("MessageCancelled",)
+# MessageBounced / MessageComplained / MessageAuthFailureReported: a bounce, a feedback report
+# or an authentication-failure report came back for it (services/inbound/return_path.py).
+HISTORY_EVENTS = ("MessageCancelled", "MessageBounced", "MessageComplained",
+                  "MessageAuthFailureReported")
 
 Listener = Callable[[Session, Message, MessageEvent], None]
 _listeners: list[Listener] = []

@@ -8,7 +8,9 @@ are rolled-up counters, so they keep the history. Webhook attempt logs are kept
 period they report on; expired sessions, reset tokens, SSO states, passkey ceremonies and
 suppressions go a day after they expire; counted repeated failures once stale; mail frames once they expire (each server also
 clears its own when it issues one); delivery destinations idle for a day (per-destination
-pacing). The audit trail (auth_events) is kept.
+pacing); a domain's former return-path hosts once the mail sent with them is gone;
+infrastructure signals after INFRASTRUCTURE_SIGNAL_RETENTION_DAYS. The audit trail
+(auth_events) is kept.
 """
 from __future__ import annotations
 
@@ -21,10 +23,12 @@ from chalicelib import clock, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   InstallationKey, MailFrame, Message, OidcLogin,
-                                  PasskeyCeremony, PasswordResetToken, RecipientFailure, Server,
+                                  PasskeyCeremony, PasswordResetToken, RecipientFailure,
+                                  RetiredReturnPath, Server,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
+from chalicelib.services.reputation import signals
 
 # Statuses with work still due (outgoing, then inbound).
 PENDING_STATUSES = statuses.DELIVERABLE + statuses.INBOUND_DUE
@@ -81,6 +85,8 @@ def prune(db: Session) -> dict[str, int]:
         # Retired DKIM and installation keys (no longer listed after retire_at).
         ("dkim_keys", DkimKey, DkimKey.retire_at < now),
         ("installation_keys", InstallationKey, InstallationKey.retire_at < now),
+        # Former return-path hosts, once the mail sent with them is gone.
+        ("retired_return_paths", RetiredReturnPath, RetiredReturnPath.keep_until < now),
     ):
         ids = list(db.scalars(select(model.id).where(condition).limit(BATCH)))
         counts[name] = _delete_ids(db, model, ids)
@@ -97,4 +103,5 @@ def prune(db: Session) -> dict[str, int]:
     counts["bulk_jobs"] = _delete_ids(db, BulkJob, list(db.scalars(
         select(BulkJob.id).where(BulkJob.finished_at < now - timedelta(days=30)).limit(BATCH))))
     counts["delivery_destinations"] = pacing.forget_idle(db, now)
+    counts["infrastructure_signals"] = signals.prune(db, now, BATCH)
     return counts

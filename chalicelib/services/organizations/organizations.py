@@ -6,12 +6,13 @@ a user who creates one then acts for it, as its owner."""
 from __future__ import annotations
 
 from sqlalchemy import exists, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from chalicelib import clock, errors
 from chalicelib.db import tenancy, unique
 from chalicelib.db.models import IPPool, Membership, Organization, Server, Stream
 from chalicelib.services.accounts import permissions
+from chalicelib.services.domains import manage as domains
 from chalicelib.services.security.tokens import PERMALINK, slugify
 
 SERVER_MODES = ("Live", "Development")
@@ -114,10 +115,13 @@ def create_server(db: Session, org: Organization, *, name: str, permalink: str |
 def update_server(server: Server, changes: dict) -> Server:
     if "mode" in changes and changes["mode"] not in SERVER_MODES:
         raise errors.ValidationError(f"mode: must be one of {', '.join(SERVER_MODES)}", field="mode")
+    retention = server.message_retention_days
     for key in ("name", "mode", "track_opens", "track_clicks", "message_retention_days",
                 "send_limit_action"):
         if key in changes and changes[key] is not None:
             setattr(server, key, changes[key])
+    if server.message_retention_days != retention:
+        domains.retention_changed(object_session(server), server)
     for key in ("send_limit_per_hour", "send_limit_per_day"):
         if key in changes:  # an explicit null lifts the limit
             setattr(server, key, changes[key])

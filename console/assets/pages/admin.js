@@ -2,6 +2,7 @@
 // authentication audit trail.
 import { del, get, patch, post } from '../api.js';
 import { actionButton, badge, form, h, notice, pager, section, shownOnce, table, when } from '../ui.js';
+import { signalCount, signalHealth } from './reputation.js';
 
 export async function users(ctx) {
   const page = Number(ctx.query.get('page') || 1);
@@ -45,7 +46,7 @@ export async function ipPools(ctx) {
   const pools = (await get('/admin/ip_pools', { params: { per_page: 100 } })).ip_pools;
   const details = await Promise.all(pools.map((p) => get(`/admin/ip_pools/${p.id}`).then((d) => d.ip_pool)));
   return h('div', {}, h('h1', {}, 'IP pools'),
-    h('p', { class: 'sub' }, 'Groups of sending addresses: a server in a pool (or, without one, in the default pool) sends from one of its addresses and greets with that address\'s hostname. Each address needs reverse DNS: a PTR record naming that hostname, which resolves back to the address. It is checked daily, or now with Check.'),
+    h('p', { class: 'sub' }, 'Groups of sending addresses: a server in a pool (or, without one, in the default pool) sends from one of its addresses and greets with that address\'s hostname. Each address needs reverse DNS: a PTR record naming that hostname, which resolves back to the address. It is checked daily, or now with Check. Refusals that blame an address (a block list, its reputation, its reverse DNS) or its senders\' domains are counted here as they happen, so a listing shows before tenants notice it.'),
     ...details.map((p) => section(`${p.name}${p.default ? ' (default)' : ''}`,
       actionButton('Delete pool', async () => { await del(`/admin/ip_pools/${p.id}`); ctx.render(); }, { kind: 'danger', confirm: `Delete pool ${p.name}?` }),
       p.ip_addresses.length || p.relay_host ? null
@@ -54,11 +55,14 @@ export async function ipPools(ctx) {
         { label: 'Hostname', render: (a) => a.hostname }, { label: 'IPv4', render: (a) => a.ipv4 || '—' },
         { label: 'IPv6', render: (a) => a.ipv6 || '—' }, { label: 'Priority', class: 'num', render: (a) => String(a.priority) },
         { label: 'Reverse DNS', render: reverseDns }, { label: 'Checked', render: (a) => when(a.dns_check?.checked_at) },
+        { label: 'Refusals', render: (a) => signalCount(a.signals) },
         { label: 'Actions', render: (a) => h('span', { class: 'actions' },
           actionButton('Check', async () => { await get(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}/check`); ctx.render(); }),
           actionButton('Remove', async () => { await del(`/admin/ip_pools/${p.id}/ip_addresses/${a.id}`); ctx.render(); }, { kind: 'danger' })) },
       ], p.ip_addresses, { caption: `Addresses of ${p.name}`, empty: 'No address in this pool.' }),
       dnsProblems(p),
+      h('h3', {}, 'Refusals blaming its addresses or senders'),
+      signalHealth(p.signals, `the pool ${p.name}`),
       form({
         className: 'inline',
         fields: [{ name: 'hostname', label: 'Hostname', required: true }, { name: 'ipv4', label: 'IPv4' }, { name: 'ipv6', label: 'IPv6' },

@@ -142,6 +142,7 @@ export async function show(ctx) {
         ['ID', String(m.id)], ['Token', h('code', {}, m.token)], ['From', m.mail_from], ['To', m.rcpt_to],
         ['Message-ID', m.message_id ? h('code', {}, m.message_id) : '—'], ['Submission', String(m.submission_id ?? '—')],
         ['Stream', m.stream || '—'], ['Tag', m.tag || '—'], ['Size', m.size != null ? `${m.size} bytes` : '—'],
+        ...(m.scope === 'outgoing' ? [['Return path', m.return_path ? h('code', {}, m.return_path) : '—']] : []),
         ['Attempts', String(m.attempts ?? 0)], ['Next attempt', when(m.next_attempt_at)], ['Sent', when(m.sent_at)],
         ['Created', when(m.created_at)],
         ['Metadata', m.metadata && Object.keys(m.metadata).length ? h('code', {}, JSON.stringify(m.metadata)) : '—'],

@@ -3,6 +3,7 @@
 import { get } from '../../api.js';
 import { badge, barChart, h, link, section, tabs } from '../../ui.js';
 import { adminBase, serverBase } from './base.js';
+import { reputationBanner } from '../reputation.js';
 
 const OUTCOMES = [
   { key: 'sent', label: 'Sent' }, { key: 'delayed', label: 'Delayed' },
@@ -76,7 +77,8 @@ export async function overview(ctx) {
     h('h1', {}, srv.name),
     h('p', { class: 'sub' }, `${srv.mode} server · `, srv.suspended ? badge('Suspended', 'bad') : badge('Active', 'good'),
       ` · ${verified} of ${domains.length} domain(s) verified`),
-    srv.suspended ? h('p', { class: 'notice error' }, `Sending is suspended${srv.suspension_reason ? `: ${srv.suspension_reason}` : ''}.`) : null,
+    srv.reputation.state !== 'ok' ? reputationBanner(srv.reputation)
+      : (srv.suspended ? h('p', { class: 'notice error' }, `Sending is suspended${srv.suspension_reason ? `: ${srv.suspension_reason}` : ''}.`) : null),
     gettingStarted(base, { domains: domains.length, verified, credentials, messages, webhooks }),
     tabs(Object.entries(RANGES).map(([k, v]) => [`${base}?range=${k}`, v[2]]), `${base}?range=${range}`),
     h('div', { class: 'stats' },

@@ -4,10 +4,12 @@ import { del, enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, form, h, link, notice, pager, plainMessage, section, table, when } from '../../ui.js';
 import { FAILURE_REASONS, SUPPRESSION_REASONS } from '../../generated/rules.js';
 import { adminBase, serverBase } from './base.js';
+import { reputationCard } from '../reputation.js';
 
 export async function settings(ctx) {
   const base = adminBase(ctx);
-  const srv = (await get(base)).server;
+  const [srv, rep] = await Promise.all([get(base).then((d) => d.server),
+    get(`${base}/reputation`).then((d) => d.reputation)]);
   const manage = ctx.can('servers.manage');
   const saved = h('div', { 'aria-live': 'polite' });
   if (!manage) {
@@ -16,8 +18,15 @@ export async function settings(ctx) {
       section('Current settings', null, table([
         { label: 'Setting', render: (r) => r[0] }, { label: 'Value', render: (r) => r[1] },
       ], [['Mode', srv.mode], ['Track opens', srv.track_opens ? 'yes' : 'no'], ['Track clicks', srv.track_clicks ? 'yes' : 'no'],
-        ['Keep messages', `${srv.message_retention_days} days`], ['Suspended', srv.suspended ? 'yes' : 'no']], { caption: 'Settings' })));
+        ['Keep messages', `${srv.message_retention_days} days`], ['Suspended', srv.suspended ? 'yes' : 'no']], { caption: 'Settings' })),
+      reputationCard(rep));
   }
+  // A pause by the reputation guard is lifted by instance admins only (the API says 403).
+  const guardPaused = srv.suspended && srv.reputation.state === 'paused';
+  const lift = guardPaused && !ctx.me.user.admin
+    ? h('p', { class: 'help' }, 'Only an instance administrator can lift a pause of the reputation guard: clean the list of the addresses that bounce or complain, then ask them.')
+    : actionButton(guardPaused ? 'Lift the pause' : 'Lift suspension', async () => { await post(`${base}/unsuspend`); ctx.render(); },
+      { kind: 'primary', confirm: guardPaused ? 'Lift the reputation guard\'s pause? Its window restarts now.' : undefined });
   return h('div', {}, h('h1', {}, 'Settings'),
     section('Server', null, saved, form({
       fields: [
@@ -36,9 +45,10 @@ export async function settings(ctx) {
       },
     })),
     ctx.me.user.admin ? await ipPoolSection(ctx, base, srv) : null,
+    reputationCard(rep),
     section('Suspension', null, srv.suspended
       ? h('div', {}, notice(`Sending is suspended since ${when(srv.suspended_at)}${srv.suspension_reason ? `: ${srv.suspension_reason}` : ''}.`, 'error'),
-        actionButton('Lift suspension', async () => { await post(`${base}/unsuspend`); ctx.render(); }, { kind: 'primary' }))
+        lift)
       : form({
         className: 'inline',
         fields: [{ name: 'reason', label: 'Reason', placeholder: 'investigating a complaint' }],

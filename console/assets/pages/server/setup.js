@@ -3,6 +3,7 @@
 import { del, enc, get, patch, post } from '../../api.js';
 import { actionButton, badge, copyable, dl, form, h, link, notice, section, shownOnce, table, when } from '../../ui.js';
 import { adminBase, serverBase } from './base.js';
+import { signalHealth } from '../reputation.js';
 
 // What each record of a domain's dns_records is for, in the order a person publishes them.
 // A record the service adds later is shown too, under its key, after these.
@@ -67,6 +68,8 @@ export async function domains(ctx) {
       result,
       h('p', {}, link(`${serverBase(ctx)}/domains/${enc(d.name)}/dmarc`, `DMARC reports for ${d.name}`)),
       h('p', { class: 'help' }, d.verified ? `Verified ${when(d.verified_at)}. Keep the records published: receivers check SPF and DKIM on every message.` : 'Publish these records, then press Verify.'),
+      h('h3', {}, 'Refusals blaming the sending IP or the domain'),
+      signalHealth(d.signals, d.name),
       dnsRecords(d),
       d.dns_records.dmarc_report_authorization ? h('p', { class: 'help' },
         'DMARC reports come to this service; receivers accept that because its operator publishes ',
