@@ -50,6 +50,7 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     header_addresses,
     message_size,
     normalize_line_endings,
+    strip_bcc,
 )
 from chalicelib.services.mime.headers import (
     OWNED_HEADER_PREFIXES,
@@ -77,6 +78,7 @@ __all__ = [
     "decode_attachment",
     "build_message",
     "normalize_line_endings",
+    "strip_bcc",
     "check_wire_format",
     "message_size",
     "HeaderBlock",

@@ -101,6 +101,33 @@ def normalize_line_endings(data: bytes) -> bytes:
     return LINE_BREAK_RE.sub(b"\r\n", data)
 
 
+#: A Bcc or Resent-Bcc field (RFC 5322 3.6.3, 3.6.6), any case, with its folded lines; also
+#: the obsolete form with white space before the colon (RFC 5322 4.5.3), which some parsers
+#: still read as the field. Applied to a header block with CRLF line endings only.
+_BCC_FIELD = re.compile(rb"(?im)^(?:resent-)?bcc[ \t]*:[^\r\n]*(?:\r\n[ \t][^\r\n]*)*\r\n")
+
+
+def header_block_end(raw: bytes) -> int:
+    """Where the header block of ``raw`` (CRLF line endings) ends: the offset just after the
+    last header line's CRLF (0 when the message starts with the empty line, the whole
+    length when there is no body)."""
+    if raw.startswith(b"\r\n"):
+        return 0
+    end = raw.find(b"\r\n\r\n")
+    return len(raw) if end < 0 else end + 2
+
+
+def strip_bcc(raw: bytes) -> bytes:
+    """``raw`` without its Bcc and Resent-Bcc fields, however written (case, folding, one or
+    several fields, any number of addresses). RFC 5322 3.6.3: the blind recipients are the
+    envelope's; a copy carrying the field would show them to every recipient."""
+    end = header_block_end(raw)
+    head = raw[:end]
+    if _BCC_FIELD.search(head) is None:
+        return raw
+    return _BCC_FIELD.sub(b"", head) + raw[end:]
+
+
 def check_wire_format(raw: bytes) -> None:
     """Raise :class:`MessageBuildError` unless ``raw`` is 7-bit ASCII without NUL, uses only
     CRLF line endings (and ends with one), has no line over 998 octets and contains no line

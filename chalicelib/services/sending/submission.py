@@ -323,11 +323,13 @@ class ParsedRaw:
 
 
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> ParsedRaw:
-    """The database-free half of ``prepare_raw``: line endings, size, From/Subject headers and
-    recipients. Raises ServiceError naming the field."""
+    """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, size,
+    From/Subject headers and recipients. Raises ServiceError naming the field."""
     raw = mime.normalize_line_endings(bytes(raw))
     if not raw.endswith(b"\r\n"):
         raw += b"\r\n"
+    # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
+    raw = mime.strip_bcc(raw)
     _check_size(len(raw), "message", limit)
     try:
         end = raw.find(_HEADER_END)  # only the header block: the body is not read anyway
