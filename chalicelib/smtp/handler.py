@@ -117,6 +117,15 @@ class GatewayHandler:
             return AuthResult(success=True, auth_data=outcome.identity)
         return AuthResult(success=False, handled=False, message=outcome.reply)
 
+    # --- EHLO ----------------------------------------------------------------------------
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        """aiosmtpd's EHLO lines with PIPELINING (commands sent together are read and
+        answered in order) and ENHANCEDSTATUSCODES (every reply has one: replies.py)."""
+        session.host_name = hostname  # what aiosmtpd does itself when no hook is set
+        return [responses[0], "250-PIPELINING", *responses[1:-1], "250-ENHANCEDSTATUSCODES",
+                responses[-1]]
+
     # --- envelope ------------------------------------------------------------------------
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
