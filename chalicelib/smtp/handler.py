@@ -20,7 +20,6 @@ import binascii
 import logging
 from base64 import b64decode
 from concurrent.futures import Executor
-from email.utils import formatdate
 
 from aiosmtpd.smtp import MISSING, AuthResult
 
@@ -35,6 +34,7 @@ from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
 from chalicelib.smtp.recipients import RouteCache
+from chalicelib.smtp.trace import Trace, received, tls_cipher, now as trace_now
 
 log = logging.getLogger(__name__)
 
@@ -181,12 +181,12 @@ class GatewayHandler:
         raw = envelope.original_content or b""
         identity = getattr(envelope, "identity", None)
         try:
-            if identity is not None:
-                unit = self._submit_unit(identity, envelope.mail_from, list(envelope.rcpt_tos), raw)
+            trace = self._trace(server, session, envelope, identity)
+            if identity is not None:  # its Received field is written with the parsing
+                unit = SubmitUnit(identity.server_id, list(envelope.rcpt_tos), raw, trace)
             else:
-                received = self._received_header(server, session)
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
-                                          dict(envelope.targets), received + raw)
+                                          dict(envelope.targets), received(trace) + raw)
                 if isinstance(unit, DmarcUnit):  # a large report would hold up the prepare
                     await self._run(unit.prepare)  # thread's other messages: in the pool
             # Parsed in the committer's prepare thread, which then queues it for the
@@ -216,17 +216,16 @@ class GatewayHandler:
         return "554 5.7.1 " + _one_line(exc.message)
 
     @staticmethod
-    def _received_header(server, session) -> bytes:
-        secure = session.ssl is not None or server.transport.get_extra_info("ssl_object")
-        peer = session.peer[0] if session.peer else "unknown"
-        helo = _one_line(session.host_name or "unknown", 100)
-        header = (f"Received: from {helo} ([{peer}])\r\n\tby {get_settings().smtp_hostname} "
-                  f"with {'ESMTPS' if secure else 'ESMTP'};\r\n\t{formatdate(usegmt=True)}\r\n")
-        return header.encode("ascii", "replace")
-
-    @staticmethod
-    def _submit_unit(identity: auth.Identity, mail_from: str, rcpt_tos: list[str], raw: bytes):
-        return SubmitUnit(identity.server_id, rcpt_tos, raw)
+    def _trace(server, session, envelope, identity) -> Trace:
+        """The Received field's facts (trace.py): a submission's without the client's
+        address."""
+        return Trace(helo=session.host_name,
+                     client_ip=None if identity is not None or not session.peer
+                     else session.peer[0],
+                     hostname=get_settings().smtp_hostname, esmtp=session.extended_smtp,
+                     tls_cipher=tls_cipher(server.transport),
+                     authenticated=bool(session.authenticated),
+                     smtputf8=envelope.smtp_utf8, timestamp=trace_now())
 
     @staticmethod
     def _receive_unit(mail_from: str, rcpt_tos: list[str], targets: dict, raw: bytes):
@@ -251,17 +250,19 @@ class SubmitUnit(GroupUnit):
     one From lookup per domain, multi-row INSERTs, one counter upsert, wake-ups after commit).
     The envelope sender is only informative (the pipeline sets its own return path)."""
 
-    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes):
+    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes, trace: Trace):
         self.group = server_id
         self.rcpt_tos = rcpt_tos
         self.raw = raw
+        self.trace = trace
         self.parsed = None
 
     def prepare(self) -> None:
         from chalicelib.services.sending import submission
 
         if self.parsed is None:
-            self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw)
+            self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw,
+                                               received=received(self.trace))
             self.raw = b""  # keep one copy
 
     @classmethod

@@ -3,8 +3,14 @@ signed: blind copies (Bcc) removed, a Received trace field added."""
 from __future__ import annotations
 
 import base64
+import re
+from email import policy
+from email.parser import BytesParser
+from email.utils import parsedate_to_datetime
 
 import pytest
+
+from chalicelib.config import get_settings
 
 from tests.smtp.support import starttls_client
 from tests.sending.test_sending import dns_txt, verify_dkim
@@ -68,3 +74,47 @@ def test_bcc_never_reaches_any_copy(stack, api, tenant, mx, monkeypatch):
     raw = Api.data(api.get(f"{SERVER}/captured/{entry['id']}/raw", server_key=tenant.api_key))
     assert b"bcc" not in header_block(base64.b64decode(raw["raw_base64"])).lower()
     assert not any(h in raw["raw"] for h in hidden)
+
+
+RECEIVED = re.compile(
+    r"Received: from (?P<helo>[^\s(]+)(?P<client> \(\[[^\]]+\]\))?\r\n\tby (?P<by>\S+) with "
+    r"(?P<protocol>[A-Z0-9]+)(?: tls (?P<tls>TLS_[A-Z0-9_]+))?;\r\n\t(?P<date>[^\r\n]+)\r\n")
+
+
+def test_a_submission_gets_a_received_field_without_the_client_address(stack, api, tenant, mx):
+    to = f"{unique('trace')}@recipient.example"
+    with starttls_client(stack.smtp_port) as client:  # EHLO client.test, STARTTLS, AUTH
+        client.login("x", tenant.smtp_key)
+        client.sendmail(f"app@{tenant.domain}", [to],
+                        f"From: App <app@{tenant.domain}>\r\nTo: {to}\r\nSubject: trace\r\n\r\n"
+                        "Hello\r\n".encode())
+    [received] = wait_for(lambda: mx.received_for(to), 20, message=f"mail to {to}")
+    _, raw = stored(api, tenant, to)
+    for data in (raw, received.data):
+        head = header_block(data) + b"\r\n"
+        trace = RECEIVED.search(head.decode())
+        assert trace, head
+        assert trace["helo"] == "client.test" and trace["client"] is None
+        assert trace["by"] == get_settings().smtp_hostname
+        assert trace["protocol"] == "ESMTPSA" and trace["tls"].startswith("TLS_")
+        assert parsedate_to_datetime(trace["date"]).tzinfo is not None
+        assert b"127.0.0.1" not in head and head.count(b"Received:") == 1
+        # On top (RFC 5321 4.4), above the Date and Message-ID the gateway added.
+        assert head.startswith(b"Received: ") or head.startswith(b"DKIM-Signature: ")
+        assert head.index(b"Received:") < head.index(b"\r\nDate:") < head.index(b"Message-ID:")
+    assert verify_dkim(received.data, dns_txt(api, tenant))
+    parsed = BytesParser(policy=policy.default).parsebytes(received.data)  # a third party's
+    assert len(parsed.get_all("Received")) == 1 and parsed["Subject"] == "trace"
+
+
+def test_inbound_mail_keeps_the_client_address_in_its_received_field(stack, api, tenant):
+    from tests.smtp.support import make_route, plain_client
+    from tests.smtp.test_protocol import inbound, stored_raw
+
+    make_route(api, tenant, "traced", mode="accept")
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail("a@sender.example", [f"traced@{tenant.domain}"],
+                        b"From: a@sender.example\r\nSubject: traced in\r\n\r\nhi\r\n")
+    [message] = inbound(api, tenant, query="traced in")
+    trace = RECEIVED.match(stored_raw(message["id"]).decode())
+    assert trace and trace["client"] == " ([127.0.0.1])" and trace["protocol"] == "ESMTP"

@@ -48,6 +48,7 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     check_wire_format,
     HeaderBlock,
     header_addresses,
+    header_block_end,
     message_size,
     normalize_line_endings,
     strip_bcc,
@@ -83,4 +84,5 @@ __all__ = [
     "message_size",
     "HeaderBlock",
     "header_addresses",
+    "header_block_end",
 ]

@@ -300,12 +300,13 @@ _HEADER_END = b"\r\n\r\n"
 
 
 def _ensure_header(raw: bytes, name: bytes, value: Callable[[], bytes]) -> bytes:
-    """``raw`` with a ``name`` header in front unless it has one; ``value()`` makes its
+    """``raw`` with a ``name`` header unless it has one, added at the end of the header
+    block (as Postfix's cleanup does: the trace fields stay on top); ``value()`` makes its
     value, only when the header is missing."""
-    head = raw.split(_HEADER_END, 1)[0]
-    if re.search(rb"(?im)^" + re.escape(name) + rb":", head):
+    end = mime.header_block_end(raw)
+    if re.search(rb"(?im)^" + re.escape(name) + rb":", raw[:end]):
         return raw
-    return name + b": " + value() + b"\r\n" + raw
+    return raw[:end] + name + b": " + value() + b"\r\n" + raw[end:]
 
 
 @dataclass
@@ -322,14 +323,16 @@ class ParsedRaw:
     message_id: str | None = None
 
 
-def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> ParsedRaw:
+def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
+              received: bytes = b"") -> ParsedRaw:
     """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, size,
-    From/Subject headers and recipients. Raises ServiceError naming the field."""
+    From/Subject headers and recipients. ``received``: the gateway's Received field, put on
+    top. Raises ServiceError naming the field."""
     raw = mime.normalize_line_endings(bytes(raw))
     if not raw.endswith(b"\r\n"):
         raw += b"\r\n"
     # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
-    raw = mime.strip_bcc(raw)
+    raw = received + mime.strip_bcc(raw)
     _check_size(len(raw), "message", limit)
     try:
         end = raw.find(_HEADER_END)  # only the header block: the body is not read anyway
