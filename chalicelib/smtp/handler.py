@@ -50,11 +50,27 @@ REPLIES = {Refusal.NO_RELAY: NO_RELAY, Refusal.UNKNOWN_MAILBOX: UNKNOWN_MAILBOX,
            Refusal.UNKNOWN_RETURN_PATH: UNKNOWN_RETURN_PATH, Refusal.REJECTED: REJECTED,
            Refusal.UNKNOWN_UNSUBSCRIBE: UNKNOWN_UNSUBSCRIBE,
            Refusal.UNKNOWN_DMARC: UNKNOWN_DMARC}
+# RFC 6531 3.5: a non-ASCII address in a transaction that did not declare SMTPUTF8.
+NEEDS_SMTPUTF8 = ("553 5.6.7 Internationalized (non-ASCII) address: declare SMTPUTF8 on MAIL "
+                  "FROM to use it (RFC 6531)")
+BAD_UTF8_SENDER = "553 5.1.7 The sender address is not valid UTF-8"
 # Refusals about who the message claims to be from: 550 5.7.1 (not authorized), not 554.
 ORIGINATOR_FIELDS = ("from", "sender", "resent-from", "resent-sender")
 
 def _one_line(text: str, limit: int = 400) -> str:
-    return " ".join(str(text).split())[:limit]
+    """``text`` as one line of a reply (no surrogate escapes of undecodable bytes)."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8")
+    return " ".join(text.split())[:limit]
+
+
+def _valid_text(text: str) -> bool:
+    """False when aiosmtpd's UTF-8 decoding left surrogate escapes (the bytes were not
+    UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class GatewayHandler:
@@ -129,6 +145,11 @@ class GatewayHandler:
     # --- envelope ------------------------------------------------------------------------
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if not address.isascii():  # aiosmtpd decoded it as UTF-8 (surrogates where not)
+            if not envelope.smtp_utf8:
+                return NEEDS_SMTPUTF8
+            if not _valid_text(address):
+                return BAD_UTF8_SENDER
         identity = session.auth_data if session.authenticated else None
         if identity is None:
             if not getattr(session, "ip_checked", False):
@@ -150,6 +171,16 @@ class GatewayHandler:
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if len(envelope.rcpt_tos) >= get_settings().smtp_max_recipients:
             return "452 4.5.3 Too many recipients"
+        if not address.isascii() and not envelope.smtp_utf8:
+            return NEEDS_SMTPUTF8
+        if getattr(envelope, "identity", None) is not None or not address.isascii():
+            # A submission's recipient is checked here, once (memoised; the message's
+            # parsing trusts it): refused now, never after DATA. An internationalized one
+            # inbound: its domain as the A-label the routes and return paths are kept by.
+            try:
+                address = mime.parse_address(address, "rcpt_to").email
+            except mime.InvalidField as exc:
+                return f"553 5.1.3 The recipient address {_one_line(exc.message, 300)}"
         if getattr(envelope, "identity", None) is None:
             seconds = get_settings().smtp_route_cache_seconds
             target = self.routes.get(address, seconds)
@@ -183,7 +214,8 @@ class GatewayHandler:
         try:
             trace = self._trace(server, session, envelope, identity)
             if identity is not None:  # its Received field is written with the parsing
-                unit = SubmitUnit(identity.server_id, list(envelope.rcpt_tos), raw, trace)
+                unit = SubmitUnit(identity.server_id, list(envelope.rcpt_tos), raw, trace,
+                                  envelope.smtp_utf8)
             else:
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
                                           dict(envelope.targets), received(trace) + raw)
@@ -250,11 +282,13 @@ class SubmitUnit(GroupUnit):
     one From lookup per domain, multi-row INSERTs, one counter upsert, wake-ups after commit).
     The envelope sender is only informative (the pipeline sets its own return path)."""
 
-    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes, trace: Trace):
+    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes, trace: Trace,
+                 smtputf8: bool):
         self.group = server_id
-        self.rcpt_tos = rcpt_tos
+        self.rcpt_tos = rcpt_tos  # as parse_address wrote them at RCPT TO
         self.raw = raw
         self.trace = trace
+        self.smtputf8 = smtputf8
         self.parsed = None
 
     def prepare(self) -> None:
@@ -262,7 +296,8 @@ class SubmitUnit(GroupUnit):
 
         if self.parsed is None:
             self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw,
-                                               received=received(self.trace))
+                                               received=received(self.trace),
+                                               smtputf8=self.smtputf8, checked=True)
             self.raw = b""  # keep one copy
 
     @classmethod

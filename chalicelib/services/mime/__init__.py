@@ -50,6 +50,7 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     header_addresses,
     header_block_end,
     message_size,
+    needs_smtputf8,
     normalize_line_endings,
     strip_bcc,
 )
@@ -85,4 +86,5 @@ __all__ = [
     "HeaderBlock",
     "header_addresses",
     "header_block_end",
+    "needs_smtputf8",
 ]

@@ -323,24 +323,52 @@ class ParsedRaw:
     message_id: str | None = None
 
 
+SMTPUTF8_NEEDED = ("declare SMTPUTF8 on MAIL FROM (RFC 6531) to send internationalized mail, "
+                   "or encode non-ASCII header text as RFC 2047 encoded-words")
+
+
+def _check_header_text(head: bytes, smtputf8: bool) -> None:
+    """The one rule for header text of a submission (the HTTP API writes its own headers by
+    it too): ASCII, or UTF-8 (RFC 6532) in a message sent with SMTPUTF8."""
+    if head.isascii():
+        return
+    if not smtputf8:
+        raise errors.ValidationError(
+            f"headers: the message's header section holds non-ASCII characters: "
+            f"{SMTPUTF8_NEEDED}", field="headers")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.ValidationError("headers: the message's header section is not valid "
+                                     "UTF-8 (RFC 6532)", field="headers") from None
+
+
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
-              received: bytes = b"") -> ParsedRaw:
+              received: bytes = b"", smtputf8: bool = False,
+              checked: bool = False) -> ParsedRaw:
     """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, size,
-    From/Subject headers and recipients. ``received``: the gateway's Received field, put on
-    top. Raises ServiceError naming the field."""
+    header text (ASCII, or UTF-8 with ``smtputf8``: the client declared SMTPUTF8), From/Subject
+    headers and recipients. ``received``: the gateway's Received field, put on top.
+    ``checked``: ``rcpt_to`` holds addresses as parse_address wrote them (the gateway checked
+    them at RCPT TO), not parsed again. Raises ServiceError naming the field."""
     raw = mime.normalize_line_endings(bytes(raw))
     if not raw.endswith(b"\r\n"):
         raw += b"\r\n"
     # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
     raw = received + mime.strip_bcc(raw)
     _check_size(len(raw), "message", limit)
+    head = raw[:mime.header_block_end(raw) + 2]  # only the header block: the body is not read
+    _check_header_text(head, smtputf8)
     try:
-        end = raw.find(_HEADER_END)  # only the header block: the body is not read anyway
-        info = mime.header_addresses(raw[:end + 4] if end >= 0 else raw)
-        recipients = [mime.parse_address(r, f"rcpt_to[{i}]").email
-                      for i, r in enumerate(rcpt_to)]
+        info = mime.header_addresses(head)
+        recipients = list(rcpt_to) if checked else \
+            [mime.parse_address(r, f"rcpt_to[{i}]").email for i, r in enumerate(rcpt_to)]
     except mime.InvalidField as exc:
         raise _invalid(exc) from None
+    for index, address in enumerate(recipients):
+        if not smtputf8 and not address.isascii():
+            raise errors.ValidationError(f"rcpt_to[{index}]: {address} is an internationalized "
+                                         f"address: {SMTPUTF8_NEEDED}", field=f"rcpt_to[{index}]")
     originators = ([("sender", info["sender"])] if info["sender"] is not None else []) + \
         info["resent"]
     return ParsedRaw(raw=raw, sender=info["from"], subject=info["subject"],
@@ -373,10 +401,10 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
 
 
 def prepare_raw(db: Session, server: Server, *, rcpt_to: list[str], raw: bytes, tag=None,
-                metadata=None) -> Prepared:
+                metadata=None, smtputf8: bool = False) -> Prepared:
     """Validate an RFC 5322 message submitted over SMTP (From authorized like HTTP)."""
-    return prepare_parsed(db, server, parse_raw(rcpt_to=rcpt_to, raw=raw), tag=tag,
-                          metadata=metadata)
+    return prepare_parsed(db, server, parse_raw(rcpt_to=rcpt_to, raw=raw, smtputf8=smtputf8),
+                          tag=tag, metadata=metadata)
 
 
 def _track_header(headers: list[tuple[str, str]]) -> str | None:
@@ -518,11 +546,13 @@ def submit(db: Session, server: Server, request, *, source: str = "api") -> dict
 
 
 def submit_raw(db: Session, server: Server, *, mail_from: str, rcpt_to: list[str], raw: bytes,
-               source: str = "smtp", tag=None, metadata=None) -> dict:
+               source: str = "smtp", tag=None, metadata=None, smtputf8: bool = False) -> dict:
     """Accept an already-built RFC 5322 message (the SMTP gateway). ``mail_from`` is the SMTP
-    envelope sender; the pipeline sets its own return path, so it is only informative."""
+    envelope sender; the pipeline sets its own return path, so it is only informative.
+    ``smtputf8``: the client declared SMTPUTF8 (UTF-8 headers and addresses allowed)."""
     check_can_send(server)
-    prepared = prepare_raw(db, server, rcpt_to=rcpt_to, raw=raw, tag=tag, metadata=metadata)
+    prepared = prepare_raw(db, server, rcpt_to=rcpt_to, raw=raw, tag=tag, metadata=metadata,
+                           smtputf8=smtputf8)
     return _one(store(db, server, [prepared], source=source)[0])
 
 
