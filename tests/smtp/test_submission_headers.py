@@ -1,9 +1,10 @@
-"""What the gateway does to the headers of a submitted message before it is stored and
-signed: blind copies (Bcc) removed, a Received trace field added."""
+"""What the gateway does to a submitted message before it is stored and signed: blind
+copies (Bcc) removed, a Received trace field added, lines over 998 octets re-encoded."""
 from __future__ import annotations
 
 import base64
 import re
+import smtplib
 from email import policy
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
@@ -13,6 +14,7 @@ import pytest
 from chalicelib.config import get_settings
 
 from tests.smtp.support import starttls_client
+from tests.smtp.test_protocol import stored_raw
 from tests.sending.test_sending import dns_txt, verify_dkim
 from tests.support import Api, unique, wait_for
 
@@ -118,3 +120,45 @@ def test_inbound_mail_keeps_the_client_address_in_its_received_field(stack, api,
     [message] = inbound(api, tenant, query="traced in")
     trace = RECEIVED.match(stored_raw(message["id"]).decode())
     assert trace and trace["client"] == " ([127.0.0.1])" and trace["protocol"] == "ESMTP"
+
+
+def test_a_submitted_long_line_is_re_encoded_before_signing(stack, api, tenant, mx):
+    """Issue 34 item 7, submissions: a part with a line over 998 octets (HTML an application
+    wrote on one line) is given quoted-printable before it is stored and signed; its content,
+    the other part and the headers are unchanged. It was '500 Line too long'."""
+    to = f"{unique('long')}@recipient.example"
+    html = "<p>" + "Grüße, an unwrapped line of HTML " * 200 + "</p>"
+    data = (f"From: App <app@{tenant.domain}>\r\nTo: {to}\r\nSubject: long line\r\n"
+            "MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=BB\r\n\r\n"
+            "--BB\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nshort text\r\n"
+            "--BB\r\nContent-Type: text/html; charset=utf-8\r\n"
+            f"Content-Transfer-Encoding: 8bit\r\n\r\n{html}\r\n--BB--\r\n").encode()
+    assert max(map(len, data.split(b"\r\n"))) > 6000
+    with starttls_client(stack.smtp_port) as client:
+        client.login("x", tenant.smtp_key)
+        assert client.sendmail(f"app@{tenant.domain}", [to], data) == {}
+    [received] = wait_for(lambda: mx.received_for(to), 20, message=f"mail to {to}")
+    message, sent = stored(api, tenant, to)
+    raw = stored_raw(message["id"])  # the stored source (GET .../raw: the bytes sent)
+    for copy in (raw, sent, received.data):
+        assert max(map(len, copy.split(b"\r\n"))) <= 998
+        parsed = BytesParser(policy=policy.default).parsebytes(copy)
+        # (the copy sent has the open-tracking pixel after it)
+        assert parsed.get_body(("html",)).get_content().startswith(html)
+        assert parsed.get_body(("plain",)).get_content() == "short text"
+        assert parsed.get_body(("html",))["Content-Transfer-Encoding"] == "quoted-printable"
+    stored_html = BytesParser(policy=policy.default).parsebytes(raw).get_body(("html",))
+    assert stored_html.get_content() == html
+    assert b"Subject: long line\r\nMIME-Version: 1.0\r\n" in raw
+    assert verify_dkim(received.data, dns_txt(api, tenant))
+
+
+def test_a_submitted_header_line_over_998_octets_is_refused_naming_the_limit(stack, tenant):
+    data = (f"From: app@{tenant.domain}\r\nX-Long: {'x' * 1200}\r\nSubject: h\r\n\r\nhi\r\n")
+    with starttls_client(stack.smtp_port) as client:
+        client.login("x", tenant.smtp_key)
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            client.sendmail(f"app@{tenant.domain}", ["r@recipient.example"], data.encode())
+    assert refused.value.smtp_code == 554
+    assert refused.value.smtp_error.startswith(b"5.6.0 message: a header line is 1208 octets")
+    assert b"at most 998" in refused.value.smtp_error

@@ -34,6 +34,7 @@ from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
 from chalicelib.services.domains import manage
 from chalicelib.services.messages import captured, events
 from chalicelib.services import mime
+from chalicelib.services.mime import lines as mime_lines
 from chalicelib.services.sending import limits, store as submission_store
 from chalicelib.services.suppressions import entries as suppressions
 from chalicelib.services.tracking import engagement
@@ -346,8 +347,9 @@ def _check_header_text(head: bytes, smtputf8: bool) -> None:
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
               received: bytes = b"", smtputf8: bool = False,
               checked: bool = False) -> ParsedRaw:
-    """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, size,
-    header text (ASCII, or UTF-8 with ``smtputf8``: the client declared SMTPUTF8), From/Subject
+    """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, lines over
+    998 octets made short (their parts re-encoded; a long header line refused), size, header
+    text (ASCII, or UTF-8 with ``smtputf8``: the client declared SMTPUTF8), From/Subject
     headers and recipients. ``received``: the gateway's Received field, put on top.
     ``checked``: ``rcpt_to`` holds addresses as parse_address wrote them (the gateway checked
     them at RCPT TO), not parsed again. Raises ServiceError naming the field."""
@@ -356,6 +358,10 @@ def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
         raw += b"\r\n"
     # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
     raw = received + mime.strip_bcc(raw)
+    try:  # lines over 998 octets: their parts re-encoded (mime/lines.py), before signing
+        raw = mime_lines.shorten_lines(raw)
+    except mime_lines.LineTooLong as exc:
+        raise errors.ValidationError(f"message: {exc}", field="message") from None
     _check_size(len(raw), "message", limit)
     head = raw[:mime.header_block_end(raw) + 2]  # only the header block: the body is not read
     _check_header_text(head, smtputf8)
