@@ -250,13 +250,16 @@ class GatewayHandler:
     @staticmethod
     def _trace(server, session, envelope, identity) -> Trace:
         """The Received field's facts (trace.py): a submission's without the client's
-        address."""
+        address. The TLS cipher is the session's (aiosmtpd makes a new session after
+        STARTTLS), looked up once."""
+        cipher = getattr(session, "tls_cipher", False)
+        if cipher is False:
+            cipher = session.tls_cipher = tls_cipher(server.transport)
         return Trace(helo=session.host_name,
                      client_ip=None if identity is not None or not session.peer
                      else session.peer[0],
                      hostname=get_settings().smtp_hostname, esmtp=session.extended_smtp,
-                     tls_cipher=tls_cipher(server.transport),
-                     authenticated=bool(session.authenticated),
+                     tls_cipher=cipher, authenticated=bool(session.authenticated),
                      smtputf8=envelope.smtp_utf8, timestamp=trace_now())
 
     @staticmethod

@@ -32,6 +32,7 @@ import re
 from collections import deque
 
 CRLF = b"\r\n"
+_DOT_LINE = b".\r\n"
 _SUBLINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
 
 
@@ -85,9 +86,9 @@ class DataLineReader(asyncio.StreamReader):
             self._overrun = False
             if line == b"\n":
                 line = CRLF
-        if line[-2:-1] == b"\r" and line.find(b"\r", 0, len(line) - 2) < 0:
-            # The usual line: one CRLF at its end, no other CR.
-            if line == b".\r\n" and not self._after_crlf:
+        if line.find(b"\r") == len(line) - 2 >= 0:
+            # The usual line: its first CR is the one of the CRLF that ends it.
+            if line == _DOT_LINE and not self._after_crlf:
                 raise NonStandardEnd
             self._after_crlf = True
             return line

@@ -48,19 +48,12 @@ _BY_CODE = {
 }
 
 
-def has_code(reply: str) -> bool:
-    """True when ``reply`` (``"250 2.1.0 OK"``) already carries an enhanced status code."""
-    code = reply[4:].split(" ", 1)[0]
-    parts = code.split(".")
-    return len(parts) == 3 and all(p.isdigit() for p in parts) and parts[0] == reply[:1]
-
-
 def enhanced(reply: str, size_limit: int) -> str:
     """``reply`` with an enhanced status code (module doc). Only single-line 2xx, 4xx and 5xx
     replies are given one; anything else is returned as it is."""
     if reply[:1] not in "245" or reply[3:4] != " ":
         return reply
-    if reply[5:6] == "." and has_code(reply):  # the usual case: the gateway's own replies
+    if reply[5:6] == "." and reply[4:5] == reply[:1]:  # "250 2.1.0 …": the gateway's own
         return reply
     fixed = _REWORDED.get(reply)
     if fixed is not None:
