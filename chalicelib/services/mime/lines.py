@@ -34,10 +34,24 @@ def longest_line(raw: bytes) -> int:
     return max(map(len, raw.split(b"\r\n")))
 
 
+def has_long_line(raw: bytes) -> bool:
+    """Whether a line of ``raw`` (CRLF line endings) is over 998 octets: from each line
+    start, the last LF within the next 1000 octets is where the next look starts (a dozen
+    C-speed searches for 10 KB of ordinary lines, where splitting into lines cost ~30 µs)."""
+    window = MAX_LINE + 2  # a line of 998 octets and its CRLF
+    start, size = 0, len(raw)
+    while size - start > window:
+        found = raw.rfind(b"\n", start, start + window)
+        if found < 0:
+            return True
+        start = found + 1
+    return longest_line(raw[start:]) > MAX_LINE  # the last thousand octets at most
+
+
 def shorten_lines(raw: bytes) -> bytes:
     """``raw`` (CRLF line endings) with no line over 998 octets: itself when it has none,
     else re-encoded as the module doc says. Raises LineTooLong."""
-    if longest_line(raw) <= MAX_LINE:
+    if not has_long_line(raw):
         return raw
     end = header_block_end(raw)
     head_longest = longest_line(raw[:end])
