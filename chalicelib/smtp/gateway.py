@@ -76,19 +76,18 @@ class GatewaySMTP(SMTP):
             status = replies.enhanced(status, self.data_size_limit)
         await super().push(status)
 
-    async def smtp_EHLO(self, hostname: str) -> None:
+    async def _plainly(self, command, hostname: str) -> None:
         self._plain_replies = True
         try:
-            await super().smtp_EHLO(hostname)
+            await command(hostname)
         finally:
             self._plain_replies = False
 
+    async def smtp_EHLO(self, hostname: str) -> None:
+        await self._plainly(super().smtp_EHLO, hostname)
+
     async def smtp_HELO(self, hostname: str) -> None:
-        self._plain_replies = True
-        try:
-            await super().smtp_HELO(hostname)
-        finally:
-            self._plain_replies = False
+        await self._plainly(super().smtp_HELO, hostname)
 
     async def smtp_DATA(self, arg: str) -> None:
         # A line may be as long as the message may be (lines.py); aiosmtpd checks a line

@@ -9,8 +9,8 @@ import ssl
 import pytest
 
 from chalicelib.db import session_scope
-from tests.smtp.support import (RawSession, b64, client_context, make_route, plain_client,
-                                    simple_mail, starttls_client, tls_client)
+from tests.smtp.support import (RawSession, b64, client_context, make_route, open_data,
+                                plain_client, simple_mail, starttls_client, tls_client)
 from tests.support import Api
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
@@ -175,12 +175,8 @@ def test_smuggling_never_splits_one_submission(stack, api, tenant, sequence):
     before, the first message was stored with the dot line in it)."""
     make_route(api, tenant, "smuggle", mode="accept")
     rcpt = f"smuggle@{tenant.domain}"
-    session = RawSession(stack.smtp_port)
+    session = open_data(stack.smtp_port, "a@sender.example", rcpt)
     try:
-        assert session.command("EHLO raw.test")[0] == 250
-        assert session.command("MAIL FROM:<a@sender.example>")[0] == 250
-        assert session.command(f"RCPT TO:<{rcpt}>")[0] == 250
-        assert session.command("DATA")[0] == 354
         smuggled = (b"From: a@sender.example\r\nSubject: first\r\n\r\nbody" + sequence +
                     b"MAIL FROM:<a@sender.example>\r\nRCPT TO:<" + rcpt.encode() +
                     b">\r\nDATA\r\nFrom: a@sender.example\r\nSubject: smuggled\r\n\r\nevil\r\n")

@@ -9,7 +9,8 @@ import socket
 
 import pytest
 
-from tests.smtp.support import RawSession, b64, make_route, plain_client, starttls_client
+from tests.smtp.support import (RawSession, b64, make_route, open_data, plain_client,
+                                starttls_client)
 from tests.support import Api, all_tenants, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
@@ -113,12 +114,8 @@ def test_bare_line_feeds_are_line_breaks(stack, api, tenant):
     data = (f"From: a@sender.example\nTo: {rcpt}\nSubject: bare\n\n{body}..dot-stuffed\n"
             "last\r\n.\r\n").encode()
     assert len(data) > 4000
-    session = RawSession(stack.smtp_port)
+    session = open_data(stack.smtp_port, "a@sender.example", rcpt)
     try:
-        session.command("EHLO lf.test")
-        session.command("MAIL FROM:<a@sender.example>")
-        session.command(f"RCPT TO:<{rcpt}>")
-        assert session.command("DATA")[0] == 354
         session.send(data)
         code, text = session.reply()
         assert code == 250, text
@@ -132,12 +129,8 @@ def test_bare_line_feeds_are_line_breaks(stack, api, tenant):
 
 def test_a_message_ending_with_bare_lf_dot_is_answered_not_left_waiting(stack, api, tenant):
     make_route(api, tenant, "lfend", mode="accept")
-    session = RawSession(stack.smtp_port)
+    session = open_data(stack.smtp_port, "a@sender.example", f"lfend@{tenant.domain}")
     try:
-        session.command("EHLO lf.test")
-        session.command("MAIL FROM:<a@sender.example>")
-        session.command(f"RCPT TO:<lfend@{tenant.domain}>")
-        session.command("DATA")
         session.sock.settimeout(10)  # the answer comes at once; before, never
         session.send(b"Subject: lf end\n\nbody\n.\n")
         code, text = session.reply()
@@ -157,12 +150,8 @@ def test_long_lines_are_accepted_inbound_and_kept_intact(stack, api, tenant, mon
     with plain_client(stack.smtp_port) as client:
         client.sendmail("a@sender.example", [rcpt],
                         f"From: a@sender.example\r\nSubject: long\r\n\r\n{html}\r\n".encode())
-    session = RawSession(stack.smtp_port)  # no SIZE declared: one line over the limit
+    session = open_data(stack.smtp_port, "a@sender.example", rcpt)  # no SIZE declared
     try:
-        session.command("EHLO long.test")
-        session.command("MAIL FROM:<a@sender.example>")
-        session.command(f"RCPT TO:<{rcpt}>")
-        session.command("DATA")
         session.send(f"Subject: huge\r\n\r\n{'y' * 30000}\r\n.\r\n".encode())
         assert session.reply()[1] == "552 5.3.4 Message too big: the limit is 20000 octets"
         assert session.command("NOOP")[0] == 250  # the session goes on
