@@ -30,7 +30,7 @@ from chalicelib.smtp import replies, tls
 from chalicelib.smtp.commit import GroupCommitter
 from chalicelib.smtp.commit_process import CommitterProcess
 from chalicelib.smtp.handler import TEMPORARY, GatewayHandler
-from chalicelib.smtp.lines import DataLineReader, NonStandardEnd
+from chalicelib.smtp.lines import DataLineReader
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,17 @@ class GatewaySMTP(SMTP):
         return _Session(self.loop)
 
     def _cb_client_connected(self, reader, writer) -> None:
-        super()._cb_client_connected(DataLineReader.adopt(reader), writer)
+        reader = DataLineReader.adopt(reader, refuse=self._refuse_non_standard_end)
+        super()._cb_client_connected(reader, writer)
+
+    def _refuse_non_standard_end(self) -> None:
+        """A lone dot next to a bare LF or CR came in (lines.py): the refusal, then the
+        connection closed, before aiosmtpd reads anything of that read."""
+        observability.log("smtp.non_standard_end", "info",
+                          client_ip=self.session.peer[0] if self.session.peer else None)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(NON_STANDARD_END.encode() + b"\r\n")
+            self.transport.close()
 
     async def push(self, status) -> None:
         if isinstance(status, str) and not self._plain_replies:
@@ -97,13 +107,6 @@ class GatewaySMTP(SMTP):
         self.line_length_limit = limit
         try:
             await super().smtp_DATA(arg)
-        except NonStandardEnd:
-            self._set_post_data_state()
-            observability.log("smtp.non_standard_end", "info",
-                              client_ip=self.session.peer[0] if self.session.peer else None)
-            await self.push(NON_STANDARD_END)
-            if self.transport is not None:
-                self.transport.close()
         finally:
             del self.line_length_limit  # back to aiosmtpd's, for commands
             self._reader.end_data()
@@ -133,6 +136,8 @@ class GatewaySMTP(SMTP):
     def connection_made(self, transport) -> None:
         if self._original_transport is None:  # not the second call that STARTTLS makes
             observability.count("smtp_sessions")
+        else:  # TLS is up: aiosmtpd drops what was read before; so does the reader's filter
+            self._reader.restart()
         super().connection_made(transport)
 
     def connection_lost(self, error) -> None:
