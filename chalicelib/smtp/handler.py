@@ -270,7 +270,7 @@ class GatewayHandler:
         reports = [targets.get(r) for r in rcpt_tos]
         if all(isinstance(t, classify.DmarcReport) for t in reports):
             return DmarcUnit(mail_from, sorted(set(reports)), raw)
-        raw = mime.normalize_line_endings(raw)
+        # (CRLF line ends only: the gateway's reader wrote them, lines.py)
 
         def unit(db) -> str:
             refused = classify.receive(db, mail_from=mail_from, rcpt_tos=rcpt_tos,
@@ -300,7 +300,8 @@ class SubmitUnit(GroupUnit):
         if self.parsed is None:
             self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw,
                                                received=received(self.trace),
-                                               smtputf8=self.smtputf8, checked=True)
+                                               smtputf8=self.smtputf8, checked=True,
+                                               crlf=True)
             self.raw = b""  # keep one copy
 
     @classmethod
@@ -327,8 +328,7 @@ class InboundUnit(GroupUnit):
         self.ready = False
 
     def prepare(self) -> None:
-        if not self.ready:
-            self.mail.raw = mime.normalize_line_endings(self.mail.raw)
+        if not self.ready:  # its line ends are CRLF already (the gateway's reader, lines.py)
             self.mail.read_headers()
             self.ready = True
 

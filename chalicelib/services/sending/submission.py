@@ -346,14 +346,16 @@ def _check_header_text(head: bytes, smtputf8: bool) -> None:
 
 def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
               received: bytes = b"", smtputf8: bool = False,
-              checked: bool = False) -> ParsedRaw:
+              checked: bool = False, crlf: bool = False) -> ParsedRaw:
     """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, lines over
     998 octets made short (their parts re-encoded; a long header line refused), size, header
     text (ASCII, or UTF-8 with ``smtputf8``: the client declared SMTPUTF8), From/Subject
     headers and recipients. ``received``: the gateway's Received field, put on top.
     ``checked``: ``rcpt_to`` holds addresses as parse_address wrote them (the gateway checked
-    them at RCPT TO), not parsed again. Raises ServiceError naming the field."""
-    raw = mime.normalize_line_endings(bytes(raw))
+    them at RCPT TO), not parsed again. ``crlf``: ``raw``'s line ends are all CRLF already
+    (the gateway's reader wrote them), not counted again. Raises ServiceError naming the
+    field."""
+    raw = bytes(raw) if crlf else mime.normalize_line_endings(bytes(raw))
     if not raw.endswith(b"\r\n"):
         raw += b"\r\n"
     # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
