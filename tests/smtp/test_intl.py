@@ -195,3 +195,26 @@ def test_inbound_mail_to_an_internationalized_address(stack, api, tenant):
     [message] = inbound(api, tenant, query="Eingang")
     assert message["rcpt_to"] == f"Empfänger@{tenant.domain}"
     assert message["mail_from"] == "absénder@sender.example"
+
+
+def test_an_internationalized_message_keeps_its_utf8_fields_through_tracking_and_signing(
+        api, tenant, monkeypatch):
+    """What delivery prepares from the stored message (open/click tracking rewrites the
+    HTML part, DKIM signs) keeps the RFC 6532 fields as they were stored."""
+    from tests.sending.test_sending import dns_txt, verify_dkim, wait_status
+
+    monkeypatch.setenv("DELIVERY_RELAY", "capture")
+    local = unique("zoë")
+    sent = Api.data(api.post(f"{SERVER}/messages", {
+        "from": f"Jörg <jörg@{tenant.domain}>", "to": [f"Zoë <{local}@bücher.example>"],
+        "subject": "Grüße", "html_body": '<p>Hallo <a href="https://example.org/x">da</a></p>'},
+        server_key=tenant.api_key), 201)
+    [recipient] = sent["recipients"]
+    wait_status(api, tenant, recipient["id"], "Sent")
+    signed = base64.b64decode(Api.data(api.get(f"{SERVER}/messages/{recipient['id']}/raw",
+                                               server_key=tenant.api_key))["raw_base64"])
+    head = signed.split(b"\r\n\r\n")[0].decode("utf-8")
+    assert f"<{local}@xn--bcher-kva.example>" in head and f"<jörg@{tenant.domain}>" in head
+    assert "/t/o/" in signed.decode("utf-8")  # tracked
+    assert mime.needs_smtputf8(signed, recipient["rcpt_to"])
+    assert verify_dkim(signed, dns_txt(api, tenant))
