@@ -3,11 +3,15 @@
 * AUTH PLAIN / LOGIN: the password is an SMTP credential's key (any user name). Failures are
   counted per client address (smtp/ratelimit.py): each one slows the answer, and past the
   limit AUTH is refused for the window.
+* EHLO: aiosmtpd's extensions plus PIPELINING and ENHANCEDSTATUSCODES.
 * MAIL FROM: a client that did not authenticate may still be an SMTP-IP credential's address.
-* RCPT TO: authenticated clients submit to anyone; for everybody else the inbound service
-  decides which recipients are accepted (services/inbound/classify.py) and this handler only
-  turns its refusals into replies: the gateway is never an open relay.
-* DATA: submissions go through the same submission service as the HTTP API; other mail goes
+  A non-ASCII address needs SMTPUTF8 on MAIL FROM (553 5.6.7), at MAIL and RCPT alike.
+* RCPT TO: authenticated clients submit to anyone, each recipient validated here (553
+  5.1.3), once; for everybody else the inbound service decides which recipients are accepted
+  (services/inbound/classify.py) and this handler only turns its refusals into replies: the
+  gateway is never an open relay.
+* DATA: submissions go through the same submission service as the HTTP API, with the
+  Received field (trace.py) and whether the client declared SMTPUTF8; other mail goes
   to the inbound service (routes, bounces, complaints, unsubscribes) or, at a domain's
   DMARC report address, to services/dmarc/.
 Database work runs in a thread pool, never on the event loop; DATA is parsed in the group
