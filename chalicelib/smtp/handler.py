@@ -262,7 +262,7 @@ class GatewayHandler:
         return Trace(helo=session.host_name,
                      client_ip=None if identity is not None or not session.peer
                      else session.peer[0],
-                     hostname=get_settings().smtp_hostname, esmtp=session.extended_smtp,
+                     hostname=server.hostname, esmtp=session.extended_smtp,  # SMTP_HOSTNAME
                      tls_cipher=cipher, authenticated=bool(session.authenticated),
                      smtputf8=envelope.smtp_utf8, timestamp=trace_now())
 

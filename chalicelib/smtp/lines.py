@@ -14,7 +14,7 @@ with each read), so aiosmtpd's own line reading sees standard lines:
 * **Bare LF and bare CR are line breaks**, written as CRLF before aiosmtpd reads them: each
   line is then unstuffed, counted and stored like any other (the policy of Postfix's
   ``smtpd_forbid_bare_newline = normalize``). A read holding only CRLF line ends (nearly
-  all) is passed on as it is, after three C-speed counts: no work per line.
+  all) is passed on as it is, after two C-speed passes over it: no work per line.
 * **Only CRLF . CRLF ends DATA.** A line holding a single dot next to a bare LF or CR
   (``\\n.\\n``, ``\\n.\\r\\n``, ``\\r\\n.\\n``, ``\\r.\\r`` ...) is how SMTP smuggling hides a
   second message, and how a broken client ends one: it is not passed on; the ``refuse``
@@ -38,6 +38,9 @@ import re
 from typing import Callable
 
 CRLF = b"\r\n"
+# Every octet but CR and LF: what bytes.translate deletes to leave a read's CRs and LFs (with
+# the count of CRLFs, two C passes: a fifth less than counting CR, LF and CRLF).
+_NOT_LINE_ENDS = bytes(octet for octet in range(256) if octet not in (10, 13))
 # A line's text and its ending; the last match may have no ending (the read stops mid-line).
 _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|\Z)")
 
@@ -92,9 +95,9 @@ class DataLineReader(asyncio.StreamReader):
         if not data:
             return
         crlf = data.count(CRLF)
-        if data.count(b"\r") == crlf == data.count(b"\n") and not (
+        if len(data.translate(None, _NOT_LINE_ENDS)) == 2 * crlf and not (
                 self._bare_before and self._at_line_start and data[:1] == b"."):
-            # Only CRLF line ends, and no dot right after a bare one: as it is.
+            # Every CR and LF is in a CRLF, and no dot right after a bare line end: as it is.
             if crlf:
                 self._bare_before = False
             self._at_line_start = data[-1:] == b"\n"
