@@ -8,9 +8,11 @@ One asyncio loop in a thread serves every listener:
 * OUTBOUND_RELAY_PORT: the outbound relay for IP pools (``relay.py``; its own loop thread).
 Received mail is committed by the group committer (``commit.py``), in a child process of its
 own unless SMTP_COMMIT_PROCESS is false (``commit_process.py``).
-AUTH is offered only after TLS unless SMTP_AUTH_REQUIRE_TLS is false. aiosmtpd 1.4.6 reads
-DATA by CRLF lines only (no bare-LF/CR end of data: CVE-2024-27305) and drops anything
-pipelined before the STARTTLS handshake (CVE-2024-34083).
+AUTH is offered only after TLS unless SMTP_AUTH_REQUIRE_TLS is false. aiosmtpd 1.4.6 drops
+anything pipelined before the STARTTLS handshake (CVE-2024-34083); how DATA lines are read
+(bare LF, long lines, only CRLF . CRLF ends DATA: CVE-2024-27305) is ``lines.py``; every
+reply carries an enhanced status code (``replies.py``). EHLO also offers PIPELINING (aiosmtpd
+answers pipelined commands in order) and ENHANCEDSTATUSCODES (handler.py).
 """
 from __future__ import annotations
 
@@ -20,14 +22,15 @@ import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from aiosmtpd.smtp import SMTP
+from aiosmtpd.smtp import SMTP, Session, TLSSetupException
 
 from chalicelib import __version__, observability
 from chalicelib.config import Settings, get_settings
-from chalicelib.smtp import tls
+from chalicelib.smtp import replies, tls
 from chalicelib.smtp.commit import GroupCommitter
 from chalicelib.smtp.commit_process import CommitterProcess
-from chalicelib.smtp.handler import GatewayHandler
+from chalicelib.smtp.handler import TEMPORARY, GatewayHandler
+from chalicelib.smtp.lines import DataLineReader
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
 
 log = logging.getLogger(__name__)
@@ -35,9 +38,92 @@ log = logging.getLogger(__name__)
 FROM_SETTINGS = object()
 
 
+#: The answer to a line holding a single dot next to a bare LF or CR (lines.py); the
+#: connection is closed after it.
+NON_STANDARD_END = ("550 5.5.2 Message refused: a line holding only a dot must be the end of "
+                    "the data, CRLF . CRLF; it was next to a bare LF or CR (closing the "
+                    "connection)")
+
+
+class _Session(Session):
+    """aiosmtpd's Session without the warning ("Session.login_data is deprecated") that its
+    AUTH writes on every successful login: the gateway reads ``auth_data``."""
+
+    @property
+    def login_data(self):
+        return self._login_data
+
+    @login_data.setter
+    def login_data(self, value) -> None:
+        self._login_data = value
+
+
 class GatewaySMTP(SMTP):
     """aiosmtpd's SMTP whose size limit follows ``smtp_server.max_message_size`` live, so the
-    EHLO SIZE announcement and the 552 refusal always match the configuration."""
+    EHLO SIZE announcement and the 552 refusal always match the configuration; DATA read by
+    lines.DataLineReader; enhanced status codes on aiosmtpd's own replies (replies.py)."""
+
+    _plain_replies = False  # during EHLO/HELO: no enhanced codes (RFC 2034)
+
+    def _create_session(self) -> Session:
+        return _Session(self.loop)
+
+    def _cb_client_connected(self, reader, writer) -> None:
+        reader = DataLineReader.adopt(reader, refuse=self._refuse_non_standard_end)
+        super()._cb_client_connected(reader, writer)
+
+    def _refuse_non_standard_end(self) -> None:
+        """A lone dot next to a bare LF or CR came in (lines.py): the refusal, then the
+        connection closed, before aiosmtpd reads anything of that read."""
+        observability.log("smtp.non_standard_end", "info",
+                          client_ip=self.session.peer[0] if self.session.peer else None)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(NON_STANDARD_END.encode() + b"\r\n")
+            self.transport.close()
+
+    async def push(self, status) -> None:
+        if isinstance(status, str) and not self._plain_replies:
+            status = replies.enhanced(status, self.data_size_limit)
+        await super().push(status)
+
+    async def _plainly(self, command, hostname: str) -> None:
+        self._plain_replies = True
+        try:
+            await command(hostname)
+        finally:
+            self._plain_replies = False
+
+    async def smtp_EHLO(self, hostname: str) -> None:
+        await self._plainly(super().smtp_EHLO, hostname)
+
+    async def smtp_HELO(self, hostname: str) -> None:
+        await self._plainly(super().smtp_HELO, hostname)
+
+    async def smtp_DATA(self, arg: str) -> None:
+        # A line may be as long as the message may be (lines.py); aiosmtpd checks a line
+        # against line_length_limit too.
+        limit = self.data_size_limit + 2
+        self._reader.begin_data(limit)
+        self.line_length_limit = limit
+        try:
+            await super().smtp_DATA(arg)
+        finally:
+            del self.line_length_limit  # back to aiosmtpd's, for commands
+            self._reader.end_data()
+
+    async def handle_exception(self, error: Exception) -> str:
+        """A client that drops during the TLS handshake is expected: one INFO line, no
+        traceback (aiosmtpd then closes the connection). Anything else is a fault of ours:
+        logged with its traceback, answered 451 (aiosmtpd answered a permanent 500 that
+        named the exception)."""
+        peer = self.session.peer[0] if self.session and self.session.peer else None
+        if isinstance(error, TLSSetupException):
+            cause = error.__cause__ or error
+            observability.log("smtp.starttls_failed", "info", client_ip=peer,
+                              reason=f"{type(cause).__name__}: {cause}"[:300])
+            return "454 4.7.0 TLS negotiation failed"
+        log.exception("SMTP session error (client %s)", peer)
+        return TEMPORARY
 
     @property
     def data_size_limit(self) -> int:
@@ -50,6 +136,8 @@ class GatewaySMTP(SMTP):
     def connection_made(self, transport) -> None:
         if self._original_transport is None:  # not the second call that STARTTLS makes
             observability.count("smtp_sessions")
+        else:  # TLS is up: aiosmtpd drops what was read before; so does the reader's filter
+            self._reader.restart()
         super().connection_made(transport)
 
     def connection_lost(self, error) -> None:

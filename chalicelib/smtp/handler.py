@@ -3,11 +3,15 @@
 * AUTH PLAIN / LOGIN: the password is an SMTP credential's key (any user name). Failures are
   counted per client address (smtp/ratelimit.py): each one slows the answer, and past the
   limit AUTH is refused for the window.
+* EHLO: aiosmtpd's extensions plus PIPELINING and ENHANCEDSTATUSCODES.
 * MAIL FROM: a client that did not authenticate may still be an SMTP-IP credential's address.
-* RCPT TO: authenticated clients submit to anyone; for everybody else the inbound service
-  decides which recipients are accepted (services/inbound/classify.py) and this handler only
-  turns its refusals into replies: the gateway is never an open relay.
-* DATA: submissions go through the same submission service as the HTTP API; other mail goes
+  A non-ASCII address needs SMTPUTF8 on MAIL FROM (553 5.6.7), at MAIL and RCPT alike.
+* RCPT TO: authenticated clients submit to anyone, each recipient validated here (553
+  5.1.3), once; for everybody else the inbound service decides which recipients are accepted
+  (services/inbound/classify.py) and this handler only turns its refusals into replies: the
+  gateway is never an open relay.
+* DATA: submissions go through the same submission service as the HTTP API, with the
+  Received field (trace.py) and whether the client declared SMTPUTF8; other mail goes
   to the inbound service (routes, bounces, complaints, unsubscribes) or, at a domain's
   DMARC report address, to services/dmarc/.
 Database work runs in a thread pool, never on the event loop; DATA is parsed in the group
@@ -20,7 +24,6 @@ import binascii
 import logging
 from base64 import b64decode
 from concurrent.futures import Executor
-from email.utils import formatdate
 
 from aiosmtpd.smtp import MISSING, AuthResult
 
@@ -35,6 +38,7 @@ from chalicelib.smtp import auth
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.ratelimit import AuthFailureLimiter
 from chalicelib.smtp.recipients import RouteCache
+from chalicelib.smtp.trace import Trace, received, tls_cipher, now as trace_now
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,27 @@ REPLIES = {Refusal.NO_RELAY: NO_RELAY, Refusal.UNKNOWN_MAILBOX: UNKNOWN_MAILBOX,
            Refusal.UNKNOWN_RETURN_PATH: UNKNOWN_RETURN_PATH, Refusal.REJECTED: REJECTED,
            Refusal.UNKNOWN_UNSUBSCRIBE: UNKNOWN_UNSUBSCRIBE,
            Refusal.UNKNOWN_DMARC: UNKNOWN_DMARC}
+# RFC 6531 3.5: a non-ASCII address in a transaction that did not declare SMTPUTF8.
+NEEDS_SMTPUTF8 = ("553 5.6.7 Internationalized (non-ASCII) address: declare SMTPUTF8 on MAIL "
+                  "FROM to use it (RFC 6531)")
+BAD_UTF8_SENDER = "553 5.1.7 The sender address is not valid UTF-8"
 # Refusals about who the message claims to be from: 550 5.7.1 (not authorized), not 554.
 ORIGINATOR_FIELDS = ("from", "sender", "resent-from", "resent-sender")
 
 def _one_line(text: str, limit: int = 400) -> str:
-    return " ".join(str(text).split())[:limit]
+    """``text`` as one line of a reply (no surrogate escapes of undecodable bytes)."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8")
+    return " ".join(text.split())[:limit]
+
+
+def _valid_text(text: str) -> bool:
+    """False when aiosmtpd's UTF-8 decoding left surrogate escapes (the bytes were not
+    UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class GatewayHandler:
@@ -117,9 +137,23 @@ class GatewayHandler:
             return AuthResult(success=True, auth_data=outcome.identity)
         return AuthResult(success=False, handled=False, message=outcome.reply)
 
+    # --- EHLO ----------------------------------------------------------------------------
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        """aiosmtpd's EHLO lines with PIPELINING (commands sent together are read and
+        answered in order) and ENHANCEDSTATUSCODES (every reply has one: replies.py)."""
+        session.host_name = hostname  # what aiosmtpd does itself when no hook is set
+        return [responses[0], "250-PIPELINING", *responses[1:-1], "250-ENHANCEDSTATUSCODES",
+                responses[-1]]
+
     # --- envelope ------------------------------------------------------------------------
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if not address.isascii():  # aiosmtpd decoded it as UTF-8 (surrogates where not)
+            if not envelope.smtp_utf8:
+                return NEEDS_SMTPUTF8
+            if not _valid_text(address):
+                return BAD_UTF8_SENDER
         identity = session.auth_data if session.authenticated else None
         if identity is None:
             if not getattr(session, "ip_checked", False):
@@ -141,6 +175,16 @@ class GatewayHandler:
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if len(envelope.rcpt_tos) >= get_settings().smtp_max_recipients:
             return "452 4.5.3 Too many recipients"
+        if not address.isascii() and not envelope.smtp_utf8:
+            return NEEDS_SMTPUTF8
+        if getattr(envelope, "identity", None) is not None or not address.isascii():
+            # A submission's recipient is checked here, once (memoised; the message's
+            # parsing trusts it): refused now, never after DATA. An internationalized one
+            # inbound: its domain as the A-label the routes and return paths are kept by.
+            try:
+                address = mime.parse_address(address, "rcpt_to").email
+            except mime.InvalidField as exc:
+                return f"553 5.1.3 The recipient address {_one_line(exc.message, 300)}"
         if getattr(envelope, "identity", None) is None:
             seconds = get_settings().smtp_route_cache_seconds
             target = self.routes.get(address, seconds)
@@ -172,12 +216,13 @@ class GatewayHandler:
         raw = envelope.original_content or b""
         identity = getattr(envelope, "identity", None)
         try:
-            if identity is not None:
-                unit = self._submit_unit(identity, envelope.mail_from, list(envelope.rcpt_tos), raw)
+            trace = self._trace(server, session, envelope, identity)
+            if identity is not None:  # its Received field is written with the parsing
+                unit = SubmitUnit(identity.server_id, list(envelope.rcpt_tos), raw, trace,
+                                  envelope.smtp_utf8)
             else:
-                received = self._received_header(server, session)
                 unit = self._receive_unit(envelope.mail_from, list(envelope.rcpt_tos),
-                                          dict(envelope.targets), received + raw)
+                                          dict(envelope.targets), received(trace) + raw)
                 if isinstance(unit, DmarcUnit):  # a large report would hold up the prepare
                     await self._run(unit.prepare)  # thread's other messages: in the pool
             # Parsed in the committer's prepare thread, which then queues it for the
@@ -207,17 +252,19 @@ class GatewayHandler:
         return "554 5.7.1 " + _one_line(exc.message)
 
     @staticmethod
-    def _received_header(server, session) -> bytes:
-        secure = session.ssl is not None or server.transport.get_extra_info("ssl_object")
-        peer = session.peer[0] if session.peer else "unknown"
-        helo = _one_line(session.host_name or "unknown", 100)
-        header = (f"Received: from {helo} ([{peer}])\r\n\tby {get_settings().smtp_hostname} "
-                  f"with {'ESMTPS' if secure else 'ESMTP'};\r\n\t{formatdate(usegmt=True)}\r\n")
-        return header.encode("ascii", "replace")
-
-    @staticmethod
-    def _submit_unit(identity: auth.Identity, mail_from: str, rcpt_tos: list[str], raw: bytes):
-        return SubmitUnit(identity.server_id, rcpt_tos, raw)
+    def _trace(server, session, envelope, identity) -> Trace:
+        """The Received field's facts (trace.py): a submission's without the client's
+        address. The TLS cipher is the session's (aiosmtpd makes a new session after
+        STARTTLS), looked up once."""
+        cipher = getattr(session, "tls_cipher", False)
+        if cipher is False:
+            cipher = session.tls_cipher = tls_cipher(server.transport)
+        return Trace(helo=session.host_name,
+                     client_ip=None if identity is not None or not session.peer
+                     else session.peer[0],
+                     hostname=server.hostname, esmtp=session.extended_smtp,  # SMTP_HOSTNAME
+                     tls_cipher=cipher, authenticated=bool(session.authenticated),
+                     smtputf8=envelope.smtp_utf8, timestamp=trace_now())
 
     @staticmethod
     def _receive_unit(mail_from: str, rcpt_tos: list[str], targets: dict, raw: bytes):
@@ -227,7 +274,7 @@ class GatewayHandler:
         reports = [targets.get(r) for r in rcpt_tos]
         if all(isinstance(t, classify.DmarcReport) for t in reports):
             return DmarcUnit(mail_from, sorted(set(reports)), raw)
-        raw = mime.normalize_line_endings(raw)
+        # (CRLF line ends only: the gateway's reader wrote them, lines.py)
 
         def unit(db) -> str:
             refused = classify.receive(db, mail_from=mail_from, rcpt_tos=rcpt_tos,
@@ -242,17 +289,23 @@ class SubmitUnit(GroupUnit):
     one From lookup per domain, multi-row INSERTs, one counter upsert, wake-ups after commit).
     The envelope sender is only informative (the pipeline sets its own return path)."""
 
-    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes):
+    def __init__(self, server_id: int, rcpt_tos: list[str], raw: bytes, trace: Trace,
+                 smtputf8: bool):
         self.group = server_id
-        self.rcpt_tos = rcpt_tos
+        self.rcpt_tos = rcpt_tos  # as parse_address wrote them at RCPT TO
         self.raw = raw
+        self.trace = trace
+        self.smtputf8 = smtputf8
         self.parsed = None
 
     def prepare(self) -> None:
         from chalicelib.services.sending import submission
 
         if self.parsed is None:
-            self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw)
+            self.parsed = submission.parse_raw(rcpt_to=self.rcpt_tos, raw=self.raw,
+                                               received=received(self.trace),
+                                               smtputf8=self.smtputf8, checked=True,
+                                               crlf=True)
             self.raw = b""  # keep one copy
 
     @classmethod
@@ -279,8 +332,7 @@ class InboundUnit(GroupUnit):
         self.ready = False
 
     def prepare(self) -> None:
-        if not self.ready:
-            self.mail.raw = mime.normalize_line_endings(self.mail.raw)
+        if not self.ready:  # its line ends are CRLF already (the gateway's reader, lines.py)
             self.mail.read_headers()
             self.ready = True
 

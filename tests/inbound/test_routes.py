@@ -247,3 +247,45 @@ def test_inbound_subject_and_message_id_of_mail_without_a_body(stack, api, tenan
     assert message["subject"] == "Café and more"
     shown = inbound(api, tenant, f"/{message['id']}")["message"]
     assert shown.get("message_id_header", "<only.headers@sender>") == "<only.headers@sender>"
+
+
+def test_a_long_line_is_stored_intact_and_re_encoded_only_when_sent_on(stack, api, tenant):
+    """Issue 34 item 7: inbound mail with a line over 998 octets is accepted and stored as
+    it came; sent on to an SMTP endpoint (a stock aiosmtpd, which refuses such a line with
+    '500 Line too long'), its part is re-encoded (quoted-printable), content unchanged."""
+    from email import policy
+    from email.parser import BytesParser
+
+    from aiosmtpd.controller import Controller
+
+    from tests.smtp.test_protocol import stored_raw
+    from tests.support import free_port
+
+    received = []
+
+    class Sink:
+        async def handle_DATA(self, server, session, envelope):
+            received.append(envelope.original_content)
+            return "250 OK"
+
+    port = free_port()
+    sink = Controller(Sink(), hostname="127.0.0.1", port=port)
+    sink.start()
+    text = "a line nobody wrapped, " * 100
+    try:
+        make_route(api, tenant, "longrelay", endpoint={"type": "smtp", "host": "127.0.0.1",
+                                                       "port": port})
+        with plain_client(stack.smtp_port) as client:
+            client.sendmail("erin@sender.example", [f"longrelay@{tenant.domain}"],
+                            f"From: erin@sender.example\r\nSubject: Long relayed\r\n\r\n"
+                            f"{text}\r\n".encode())
+        wait_for(lambda: received, message="SMTP endpoint delivery")
+    finally:
+        sink.stop()
+    [message] = inbound(api, tenant, query="Long relayed")["messages"]
+    assert f"\r\n{text}\r\n".encode() in stored_raw(message["id"])
+    sent = received[0]
+    assert max(map(len, sent.split(b"\r\n"))) <= 998
+    parsed = BytesParser(policy=policy.default).parsebytes(sent)
+    assert parsed["Content-Transfer-Encoding"] == "quoted-printable"
+    assert parsed.get_content() == text + "\r\n" or parsed.get_content() == text + "\n"

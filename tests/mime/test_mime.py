@@ -111,11 +111,22 @@ class TestParseAddress:
         assert addr.email == "user@xn--bcher-kva.de"
         assert addr.email.isascii()
 
-    def test_non_ascii_local_part_refused(self):
+    def test_non_ascii_local_part_is_internationalized_mail(self):
+        """RFC 6531 (it was refused): the local part kept in Unicode NFC, the domain as its
+        A-label; such an address needs SMTPUTF8."""
+        import unicodedata
+
+        addr = parse_address({"email": unicodedata.normalize("NFD", "Jörg@Bücher.de")}, "to[2]")
+        assert addr.email == "Jörg@xn--bcher-kva.de" and addr.smtputf8
+        assert not parse_address("jorg@bücher.de", "to").smtputf8
+        assert addr.formatted() == "Jörg@xn--bcher-kva.de"
+
+    @pytest.mark.parametrize("value", ["a" * 65 + "@example.com", "ü" * 33 + "@example.com",
+                                       "jö rg@example.com", "jörg@@example.com"])
+    def test_over_long_or_invalid_internationalized_addresses_refused(self, value):
         with pytest.raises(InvalidField) as exc:
-            parse_address({"email": "jörg@example.com"}, "to[2]")
-        assert exc.value.field == "to[2].email"
-        assert "non-ASCII" in exc.value.message
+            parse_address(value, "to[0]")
+        assert exc.value.field == "to[0]" and "not a valid email address" in exc.value.message
 
     @pytest.mark.parametrize(
         "value", ["not-an-address", "a@b", "a@@example.com", "a@[127.0.0.1]", "a b@example.com"]
@@ -844,7 +855,7 @@ def test_header_classes_are_made_once_per_name_and_parse_as_the_stock_policy():
     """checks.PARSE_POLICY: the stock registry makes a class per parsed header; ours keeps
     one per name (bounded) and reads every header exactly as email.policy.default does."""
     from email import policy
-    from email.parser import BytesParser
+    from email.parser import BytesParser, Parser
 
     from chalicelib.services.mime import checks
 
@@ -865,8 +876,14 @@ def test_header_classes_are_made_once_per_name_and_parse_as_the_stock_policy():
               b"Sender: c@d.example\r\nSubject: caf\xc3\xa9 \r\n\tfolded\r\nMessage-ID: "
               b"<x@y>\r\nResent-From: r@s.example\r\nContent-Type: multipart/mixed\r\n\r\n")
     block = checks.HeaderBlock(tricky)
-    stock = BytesParser(policy=policy.default).parsebytes(tricky, headersonly=True)
+    # UTF-8 header fields (RFC 6532) are read as text, where the stock bytes parser would
+    # leave surrogate escapes; 8-bit that is not UTF-8 is read as that parser reads it.
+    stock = Parser(policy=policy.default).parsestr(tricky.decode(), headersonly=True)
     assert list(block.raw_items()) == list(stock.raw_items())
+    assert str(block.get("Subject")) == "café \tfolded"
+    latin1 = tricky.replace(b"caf\xc3\xa9", b"caf\xe9")
+    assert list(checks.HeaderBlock(latin1).raw_items()) == list(BytesParser(
+        policy=policy.default).parsebytes(latin1, headersonly=True).raw_items())
     for name in ("From", "Sender", "Subject", "Message-ID", "Resent-From", "X-None"):
         ours_all, stock_all = block.get_all(name), stock.get_all(name)
         assert (ours_all is None) == (stock_all is None)

@@ -35,7 +35,10 @@ def test_submit_raw_normalises_adds_ids_and_stores_once(db, server):
     assert [r["rcpt_to"] for r in result["recipients"]] == to
     stored = db.get(Submission, result["message_id"])
     assert b"\n" not in stored.raw.replace(b"\r\n", b"") and b"\r" not in stored.raw.replace(b"\r\n", b"")
-    assert stored.raw.startswith(b"Message-ID: <") and b"\r\nDate: " in stored.raw
+    # Added at the end of the header block (trace fields stay on top), as Postfix does.
+    assert stored.raw.startswith(b"From: App <")
+    assert b"\r\nSubject: raw test\r\nDate: " in stored.raw
+    assert b"\r\nMessage-ID: <" in stored.raw.split(b"\r\n\r\n")[0]
     assert stored.raw.endswith(b"\r\n")
     messages = db.scalars(select(Message).where(Message.submission_id == stored.id)).all()
     assert len(messages) == 2 and {m.subject for m in messages} == {"raw test"}

@@ -76,6 +76,28 @@ def plain_client(port: int) -> smtplib.SMTP:
     return client
 
 
+def refused_submission(port: int, tenant, data: bytes,
+                       rcpts=("r@recipient.example",)) -> smtplib.SMTPDataError:
+    """The refusal at the end of DATA of ``data`` submitted as ``tenant`` (authenticated)."""
+    with starttls_client(port) as client:
+        client.login("x", tenant.smtp_key)
+        try:
+            client.sendmail(f"app@{tenant.domain}", list(rcpts), data)
+        except smtplib.SMTPDataError as exc:
+            return exc
+    raise AssertionError("the submission was accepted")
+
+
+def open_data(port: int, mail_from: str, rcpt: str, helo: str = "raw.test") -> "RawSession":
+    """A raw session that has been answered 354 to DATA for ``rcpt``."""
+    session = RawSession(port)
+    session.command(f"EHLO {helo}")
+    session.command(f"MAIL FROM:<{mail_from}>")
+    session.command(f"RCPT TO:<{rcpt}>")
+    assert session.command("DATA")[0] == 354
+    return session
+
+
 def make_route(api: Api, tenant, name: str, mode: str = "endpoint", endpoint=None) -> dict:
     body = {"name": name, "domain": tenant.domain, "mode": mode}
     if endpoint is not None:

@@ -9,8 +9,8 @@ import ssl
 import pytest
 
 from chalicelib.db import session_scope
-from tests.smtp.support import (RawSession, b64, client_context, make_route, plain_client,
-                                    simple_mail, starttls_client, tls_client)
+from tests.smtp.support import (RawSession, b64, client_context, make_route, open_data,
+                                plain_client, simple_mail, starttls_client, tls_client)
 from tests.support import Api
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
@@ -163,30 +163,31 @@ SMUGGLING = [
     b"\r.\r",        # bare CR dot bare CR
     b"\r\n.\r",      # CRLF dot bare CR
     b"\r.\r\n",      # bare CR dot CRLF
+    b"\r\n.\n",      # CRLF dot bare LF
 ]
 
 
 @pytest.mark.parametrize("sequence", SMUGGLING, ids=lambda s: repr(s))
 def test_smuggling_never_splits_one_submission(stack, api, tenant, sequence):
+    """Only CRLF . CRLF ends DATA. A lone dot next to a bare LF or CR is refused at once
+    (550 5.5.2) and the connection closed: the smuggled commands are never read, nothing is
+    stored, and a client that meant it as the end is not left waiting (issue 32 item 5;
+    before, the first message was stored with the dot line in it)."""
     make_route(api, tenant, "smuggle", mode="accept")
     rcpt = f"smuggle@{tenant.domain}"
-    session = RawSession(stack.smtp_port)
+    session = open_data(stack.smtp_port, "a@sender.example", rcpt)
     try:
-        assert session.command("EHLO raw.test")[0] == 250
-        assert session.command("MAIL FROM:<a@sender.example>")[0] == 250
-        assert session.command(f"RCPT TO:<{rcpt}>")[0] == 250
-        assert session.command("DATA")[0] == 354
         smuggled = (b"From: a@sender.example\r\nSubject: first\r\n\r\nbody" + sequence +
                     b"MAIL FROM:<a@sender.example>\r\nRCPT TO:<" + rcpt.encode() +
                     b">\r\nDATA\r\nFrom: a@sender.example\r\nSubject: smuggled\r\n\r\nevil\r\n")
         session.send(smuggled + b".\r\n")
-        code, _ = session.reply()
-        assert code == 250
-        assert session.command("QUIT")[0] == 221
+        code, reply = session.reply()
+        assert code == 550 and reply.startswith("550 5.5.2 ") and "bare LF or CR" in reply
+        with pytest.raises(ConnectionError):  # closed: nothing after it was read
+            session.reply()
     finally:
         session.close()
-    messages = inbound_messages(api, tenant)
-    assert [m["subject"] for m in messages] == ["first"]
+    assert inbound_messages(api, tenant) == []
 
 
 def test_commands_pipelined_before_starttls_are_discarded(stack, api, tenant):

@@ -138,7 +138,14 @@ def _check_smtp_host(host: str, port: int) -> str | None:
 
 def _smtp(hosts: list[tuple[str, int]], mail_from: str, rcpt_to: str, raw: bytes) -> Attempt:
     from chalicelib.services.delivery import smtp as delivery  # the outgoing SMTP client, shared
+    from chalicelib.services.mime import lines
 
+    # Stored as it came (lines over 998 octets included); sent on, those lines are made
+    # short by re-encoding their parts, which a receiving server may otherwise refuse.
+    try:
+        raw = lines.shorten_lines(raw)
+    except lines.LineTooLong:
+        pass  # a header line: sent as it came (the receiving server decides)
     outcome = delivery.send(hosts, mail_from=mail_from, rcpt_to=rcpt_to, data=raw)
     status = {delivery.SENT: DELIVERED, delivery.HARD: FAILED}.get(outcome.status, RETRY)
     return Attempt(status, outcome.details, outcome.host, outcome.code, outcome.output,

@@ -3,8 +3,10 @@ for people (headers, text, HTML, attachments).
 
 Everything that reaches a header or the wire passes through this module:
 
-* addresses are validated with ``email_validator`` (IDN domains become punycode, domains are
-  lower-cased, non-ASCII local parts are refused because we do not rely on SMTPUTF8);
+* addresses are validated with ``email_validator`` (IDN domains become A-labels, domains are
+  lower-cased; a non-ASCII local part is internationalized mail, RFC 6531: such an address is
+  written in UTF-8 in the address fields, RFC 6532, and the message needs SMTPUTF8, which
+  ``needs_smtputf8`` tells from the stored bytes and addresses);
 * custom headers are checked against RFC 5322 field-name syntax and against the headers the
   service owns (:data:`OWNED_HEADERS`, :data:`OWNED_HEADER_PREFIXES`);
 * attachments are strictly Base64-decoded;
@@ -25,6 +27,9 @@ As defence in depth, :func:`build_message` parses its own output back with the e
 and checks that the header names and every recipient address are exactly what was intended,
 and :func:`check_wire_format` checks the bytes: ASCII only, CRLF line endings only, no line
 over 998 octets and no SMTP end-of-data line (``CRLF . CRLF``).
+
+``lines`` makes the lines of a message someone else wrote short (over 998 octets: the parts
+holding them re-encoded, quoted-printable or base64).
 
 The package's modules, by concern: ``base`` (the errors, limits, the header-text check),
 ``headers`` (owned headers, custom header validation, encoding and folding, reading a
@@ -48,8 +53,11 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     check_wire_format,
     HeaderBlock,
     header_addresses,
+    header_block_end,
     message_size,
+    needs_smtputf8,
     normalize_line_endings,
+    strip_bcc,
 )
 from chalicelib.services.mime.headers import (
     OWNED_HEADER_PREFIXES,
@@ -77,8 +85,11 @@ __all__ = [
     "decode_attachment",
     "build_message",
     "normalize_line_endings",
+    "strip_bcc",
     "check_wire_format",
     "message_size",
     "HeaderBlock",
     "header_addresses",
+    "header_block_end",
+    "needs_smtputf8",
 ]

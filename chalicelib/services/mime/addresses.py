@@ -1,5 +1,6 @@
 """Addresses: the validated Address value and parsing of user input into it (email_validator:
-IDN domains become punycode, domains are lower-cased, non-ASCII local parts are refused)."""
+IDN domains become A-labels (punycode) and are lower-cased; a non-ASCII local part (RFC 6531,
+internationalized mail) is kept in Unicode NFC, and such an address needs SMTPUTF8)."""
 from __future__ import annotations
 
 import re
@@ -16,9 +17,12 @@ from chalicelib.services.mime.base import (
 )
 from chalicelib.services.mime.headers import phrase_chunks
 
-# What parse_address produces: dot-atom local part, ASCII (punycode) DNS domain.
+# What parse_address produces: a dot-atom local part (RFC 6531: its atoms may hold any
+# non-ASCII character; check_text has already refused control characters and line breaks),
+# an ASCII (A-label) DNS domain.
 _ADDR_SPEC_RE = re.compile(
-    rf"[{ATEXT}]+(?:\.[{ATEXT}]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    rf"[\u0080-\U0010ffff{ATEXT}]+(?:\.[\u0080-\U0010ffff{ATEXT}]+)*"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
 )
 # "Display Name <addr>" / "\"Quoted, Name\" <addr>" / "<addr>"
@@ -27,8 +31,9 @@ _NAME_ADDR_RE = re.compile(r'(?:"((?:[^"\\]|\\.)*)"|([^<>"]*?))\s*<([^<>]*)>', r
 
 @dataclass(frozen=True)
 class Address:
-    """A validated mailbox. ``email`` is ASCII (IDN domain in punycode, domain lower-cased);
-    ``name`` is the display name (any Unicode, no control characters) or None."""
+    """A validated mailbox. ``email``: the local part as given (Unicode NFC when it is not
+    ASCII) ``@`` the domain in ASCII (IDN as A-label, lower-cased); ``name`` is the display
+    name (any Unicode, no control characters) or None."""
 
     email: str
     name: str | None = None
@@ -38,7 +43,7 @@ class Address:
         # full validation is parse_address's job.
         check_text(self.email, "email")
         if not _ADDR_SPEC_RE.fullmatch(self.email):
-            raise InvalidField("email", "is not a valid ASCII email address")
+            raise InvalidField("email", "is not a valid email address")
         if self.name is not None:
             check_text(self.name, "name")
 
@@ -47,15 +52,22 @@ class Address:
         """The (ASCII, lower-case) domain part."""
         return self.email.rpartition("@")[2]
 
+    @property
+    def smtputf8(self) -> bool:
+        """True when the address has a non-ASCII local part: a message to, from or naming
+        it in a header needs SMTPUTF8 (RFC 6531, RFC 6532)."""
+        return not self.email.isascii()
+
     def _chunks(self) -> list[str]:
         if not self.name:
             return [self.email]
         return [*phrase_chunks(self.name), f"<{self.email}>"]
 
     def formatted(self) -> str:
-        """The mailbox as it appears in a header: ASCII only, display name quoted or RFC 2047
-        encoded as needed, e.g. ``"Smith, John" <john@example.com>`` or
-        ``=?utf-8?q?J=C3=B6rg?= <jorg@xn--bcher-kva.de>``."""
+        """The mailbox as it appears in a header: display name quoted or RFC 2047 encoded as
+        needed, e.g. ``"Smith, John" <john@example.com>`` or
+        ``=?utf-8?q?J=C3=B6rg?= <jorg@xn--bcher-kva.de>``; ASCII unless the local part is
+        not (then the address itself is UTF-8, RFC 6532)."""
         return " ".join(self._chunks())
 
     def header_address(self) -> _HeaderAddress:
@@ -63,22 +75,32 @@ class Address:
         return _HeaderAddress(display_name=self.name or "", addr_spec=self.email)
 
 
+#: RFC 5321 4.5.3.1.1: at most 64 octets before the @-sign (UTF-8 octets, RFC 6531 3.3);
+#: email_validator counts the whole address (254 octets) but not this.
+MAX_LOCAL_PART_OCTETS = 64
+
+
 def _validate_email(value: str, field: str):
-    if not value.rpartition("@")[0].isascii():
-        raise InvalidField(
-            field,
-            "is not a valid email address: internationalized (non-ASCII) characters before "
-            "the @-sign are not supported",
-        )
     ev = email_validator_module()
     try:
-        return ev.validate_email(
+        result = ev.validate_email(
             value,
             check_deliverability=False,
-            allow_smtputf8=False,
+            allow_smtputf8=True,
         )
     except ev.EmailNotValidError as exc:
         raise InvalidField(field, f"is not a valid email address: {exc}") from None
+    octets = len(result.local_part.encode("utf-8"))
+    if octets > MAX_LOCAL_PART_OCTETS:
+        raise InvalidField(field, f"is not a valid email address: the part before the @-sign "
+                                  f"is {octets} octets long, more than {MAX_LOCAL_PART_OCTETS}")
+    return result
+
+
+def canonical(result) -> str:
+    """An email_validator result as the service writes addresses: the local part (NFC) @ the
+    ASCII domain (``ascii_email`` when the local part is ASCII too)."""
+    return result.ascii_email or f"{result.local_part}@{result.ascii_domain}"
 
 
 def _clean_name(name: object, field: str) -> str | None:
@@ -137,7 +159,7 @@ def _parse_address(value: object, field: str) -> Address:
             name = re.sub(r"\\(.)", r"\1", quoted, flags=re.S) if quoted is not None else plain
             value = value.strip()
         result = _validate_email(value, field)
-        return Address(email=result.ascii_email, name=_clean_name(name, field))
+        return Address(email=canonical(result), name=_clean_name(name, field))
     if isinstance(value, Mapping):
         unknown = sorted(str(k) for k in value if k not in ("email", "name"))
         if unknown:
@@ -149,7 +171,7 @@ def _parse_address(value: object, field: str) -> Address:
         check_text(email, email_field)
         result = _validate_email(email.strip(), email_field)
         name = _clean_name(value.get("name"), f"{field}.name")
-        return Address(email=result.ascii_email, name=name)
+        return Address(email=canonical(result), name=name)
     raise InvalidField(field, 'must be an email address string or an object {"email", "name"}')
 
 

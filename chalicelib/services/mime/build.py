@@ -219,7 +219,8 @@ def build_message(
     message_id: str | None = None,
 ) -> tuple[bytes, str]:
     """Build the message. Returns ``(raw, message_id)``: the RFC 5322 bytes (7-bit, CRLF line
-    endings, no line over 998 octets) and the Message-ID without angle brackets.
+    endings, no line over 998 octets; the address fields in UTF-8 when a mailbox has a
+    non-ASCII local part, RFC 6532) and the Message-ID without angle brackets.
 
     Structure: text only -> text/plain; HTML only -> text/html; both -> multipart/alternative;
     with attachments -> multipart/mixed whose first part is the body. Bcc is never written
@@ -275,16 +276,19 @@ def build_message(
     elif date.tzinfo is None:
         date = date.replace(tzinfo=timezone.utc)
 
+    # Internationalized mail (a mailbox with a non-ASCII local part, RFC 6531): the address
+    # fields are UTF-8 (RFC 6532: an address cannot be RFC 2047-encoded); display names,
+    # Subject and every other field stay ASCII as always, the body 7-bit.
+    utf8 = any(a.smtputf8 for a in [from_, *to, *cc, *reply_to])
+    address_fields = [(name, addresses) for name, addresses in (
+        ("From", [from_]), ("Reply-To", reply_to), ("To", to), ("Cc", cc)) if addresses]
+
     def build(force_base64: bool) -> bytes:
         msg = EmailMessage(policy=_POLICY)
         msg["Date"] = format_datetime(date)
-        msg.set_raw("From", _address_header("From", [from_]))
-        if reply_to:
-            msg.set_raw("Reply-To", _address_header("Reply-To", reply_to))
-        if to:
-            msg.set_raw("To", _address_header("To", to))
-        if cc:
-            msg.set_raw("Cc", _address_header("Cc", cc))
+        if not utf8:  # (else written below, where the email package's 7-bit policy cannot)
+            for name, addresses in address_fields:
+                msg.set_raw(name, _address_header(name, addresses))
         if subject is not None:
             chunks = unstructured_chunks("Subject", subject, raw_ascii=False)
             msg.set_raw("Subject", fold("Subject", chunks))
@@ -316,7 +320,13 @@ def build_message(
             msg.set_content(
                 content, subtype=subtype, charset="utf-8", cte=_choose_cte(content, force_base64)
             )
-        return normalize_line_endings(msg.as_bytes(policy=_POLICY))
+        out = normalize_line_endings(msg.as_bytes(policy=_POLICY))
+        if utf8:  # after the Date line: the order _single_part_head writes
+            after_date = out.index(b"\r\n") + 2
+            fields = "".join(f"{name}: {_address_header(name, addresses)}\r\n"
+                             for name, addresses in address_fields)
+            out = out[:after_date] + fields.encode("utf-8") + out[after_date:]
+        return out
 
     # One body part and no attachment (the common transactional mail): write the bytes the
     # email package would write, without its header objects (tests prove them identical).
@@ -333,7 +343,7 @@ def build_message(
         # A body line (or the tail of a quoted-printable soft break) is a lone dot: base64
         # cannot produce one.
         raw = build(force_base64=True)
-    check_wire_format(raw)
+    check_wire_format(raw, utf8_headers=utf8)
     verify = dict(from_=from_, to=to, cc=cc, reply_to=reply_to, subject=subject,
                   header_names=[name for name, _ in checked_headers], message_id=mid)
     if not verify_built_cheap(raw, **verify):
@@ -356,7 +366,7 @@ def _single_part_head(date, from_, reply_to, to, cc, subject, mid, headers) -> b
     lines += [f"Message-ID: <{mid}>", "MIME-Version: 1.0"]
     for name, value in headers:
         lines.append(f"{name}: {fold(name, unstructured_chunks(name, value, raw_ascii=True))}")
-    return "\r\n".join(lines).encode("ascii") + b"\r\n"
+    return "\r\n".join(lines).encode("utf-8") + b"\r\n"  # ASCII unless an address is not
 
 
 def _single_part(head: bytes, content: str, subtype: str, force_base64: bool) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from email import policy as email_policy
+from email.errors import NonASCIILocalPartDefect
 from email.headerregistry import HeaderRegistry
 
 from chalicelib.services.mime.addresses import Address, parse_address
@@ -59,8 +60,18 @@ class HeaderBlock:
     cost of reading a submission's originator, bench_smtp profile)."""
 
     def __init__(self, raw: bytes):
-        from email.parser import BytesParser  # the parser is not loaded at cold start
+        from email.parser import BytesParser, Parser  # not loaded at cold start
 
+        if not raw.isascii():
+            try:  # RFC 6532: UTF-8 header fields, read as text (the bytes parser would
+                # turn every non-ASCII byte into a surrogate escape)
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # not UTF-8: read as bytes (inbound mail is kept whatever it holds)
+            else:
+                self._items = list(Parser(policy=email_policy.compat32).parsestr(
+                    text, headersonly=True).raw_items())
+                return
         self._items = list(BytesParser(policy=email_policy.compat32).parsebytes(
             raw, headersonly=True).raw_items())
 
@@ -101,14 +112,59 @@ def normalize_line_endings(data: bytes) -> bytes:
     return LINE_BREAK_RE.sub(b"\r\n", data)
 
 
-def check_wire_format(raw: bytes) -> None:
-    """Raise :class:`MessageBuildError` unless ``raw`` is 7-bit ASCII without NUL, uses only
-    CRLF line endings (and ends with one), has no line over 998 octets and contains no line
-    consisting of a single dot."""
+def needs_smtputf8(raw: bytes, *addresses: str) -> bool:
+    """Whether a message needs the SMTPUTF8 extension (RFC 6531) to be sent: an envelope
+    address (the recipient, the sender) or its header block holds a non-ASCII character
+    (RFC 6532 UTF-8 headers). Non-ASCII in the body (inside MIME parts) needs 8BITMIME, not
+    this. The gateway accepts such mail only when the client declared SMTPUTF8, and the
+    HTTP API writes UTF-8 only into the address fields of a mailbox that has a non-ASCII
+    local part, so this rule, read from the stored bytes and addresses, is the message's."""
+    return not all(a.isascii() for a in addresses if a) or \
+        not raw[:header_block_end(raw)].isascii()
+
+
+#: A Bcc or Resent-Bcc field (RFC 5322 3.6.3, 3.6.6), any case, with its folded lines; also
+#: the obsolete form with white space before the colon (RFC 5322 4.5.3), which some parsers
+#: still read as the field. Applied to a header block with CRLF line endings only.
+_BCC_FIELD = re.compile(rb"(?im)^(?:resent-)?bcc[ \t]*:[^\r\n]*(?:\r\n[ \t][^\r\n]*)*\r\n")
+
+
+def header_block_end(raw: bytes) -> int:
+    """Where the header block of ``raw`` (CRLF line endings) ends: the offset just after the
+    last header line's CRLF (0 when the message starts with the empty line, the whole
+    length when there is no body)."""
+    if raw.startswith(b"\r\n"):
+        return 0
+    end = raw.find(b"\r\n\r\n")
+    return len(raw) if end < 0 else end + 2
+
+
+def strip_bcc(raw: bytes) -> bytes:
+    """``raw`` without its Bcc and Resent-Bcc fields, however written (case, folding, one or
+    several fields, any number of addresses). RFC 5322 3.6.3: the blind recipients are the
+    envelope's; a copy carrying the field would show them to every recipient."""
+    end = header_block_end(raw)
+    head = raw[:end]
+    if _BCC_FIELD.search(head) is None:
+        return raw
+    return _BCC_FIELD.sub(b"", head) + raw[end:]
+
+
+def check_wire_format(raw: bytes, *, utf8_headers: bool = False) -> None:
+    """Raise :class:`MessageBuildError` unless ``raw`` is 7-bit ASCII without NUL (with
+    ``utf8_headers``, its header block may be UTF-8: RFC 6532), uses only CRLF line endings
+    (and ends with one), has no line over 998 octets and contains no line consisting of a
+    single dot."""
     if not raw.endswith(b"\r\n"):
         raise MessageBuildError("message does not end with CRLF")
-    if not raw.isascii() or b"\x00" in raw:
+    end = header_block_end(raw) if utf8_headers else 0
+    if not raw[end:].isascii() or b"\x00" in raw:
         raise MessageBuildError("message contains non-ASCII or NUL bytes")
+    if end:
+        try:
+            raw[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise MessageBuildError("the header block is not UTF-8") from None
     if normalize_line_endings(raw) != raw:
         raise MessageBuildError("message contains a bare CR or LF")
     lines = raw.split(b"\r\n")
@@ -157,7 +213,7 @@ def verify_built_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_n
         raise MessageBuildError(f"unexpected header set {sorted(actual)}")
 
     def value(name: bytes) -> str:
-        return b"".join(fields[name][0]).decode("ascii").strip()
+        return b"".join(fields[name][0]).decode("utf-8").strip()
 
     for name, intended in (("From", [from_]), ("Reply-To", reply_to), ("To", to), ("Cc", cc)):
         if not intended:
@@ -174,9 +230,10 @@ def verify_built_cheap(raw: bytes, *, from_, to, cc, reply_to, subject, header_n
 
 def verify_built(raw: bytes, *, from_, to, cc, reply_to, subject, header_names, message_id) -> None:
     """Parse the output back and check nothing was added, lost or split."""
-    from email.parser import BytesParser  # the parser is not loaded at cold start
+    from email.parser import Parser  # the parser is not loaded at cold start
 
-    parsed = BytesParser(policy=email_policy.default).parsebytes(raw, headersonly=True)
+    # As text: the header block may be UTF-8 (RFC 6532), the rest is ASCII.
+    parsed = Parser(policy=email_policy.default).parsestr(raw.decode("utf-8"), headersonly=True)
     expected = ["date", "from", "message-id", "mime-version", "content-type"]
     expected += [n.lower() for n in header_names]
     expected += ["reply-to"] * bool(reply_to) + ["to"] * bool(to) + ["cc"] * bool(cc)
@@ -227,9 +284,20 @@ def _check_single_mailbox(msg, header: str, field: str) -> Address | None:
     return _check_mailbox(values[0], raw_value, header, field)
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _structure(text: str) -> str:
+    """``text`` with every non-ASCII character replaced by an ASCII letter: what the second
+    parser reads of an RFC 6532 header. Non-ASCII characters are never specials or
+    white space to either parser, so the structure (which part is the address) is kept."""
+    return _NON_ASCII.sub("a", text)
+
+
 def _check_mailbox(parsed, raw_value, header: str, field: str) -> Address:
     """One header value that must hold exactly one unambiguous mailbox."""
-    if parsed.defects:
+    # A non-ASCII local part is what RFC 6531/6532 allow; the email package notes it.
+    if [d for d in parsed.defects if not isinstance(d, NonASCIILocalPartDefect)]:
         raise InvalidField(field, f"the {header} header is malformed")
     addresses = parsed.addresses
     if len(addresses) != 1 or parsed.groups[0].display_name is not None:
@@ -243,15 +311,23 @@ def _check_mailbox(parsed, raw_value, header: str, field: str) -> Address:
         raise InvalidField(field, f"the {header} header {exc.message}") from None
     # Cross-check with a second, independent parser of the raw header text: if email_validator
     # reads a different address out of it, the header is ambiguous and must not be trusted.
+    # email_validator refuses a non-ASCII display name that is not quoted, which RFC 6532
+    # allows: it reads the header's structure instead, compared with the first parser's
+    # address read the same way.
     unfolded = LINE_BREAK_STR_RE.sub("", str(raw_value)).strip()
     ev = email_validator_module()
+    expected = address.email
+    if not unfolded.isascii():
+        unfolded = _structure(unfolded)
+        expected = ev.validate_email(_structure(mailbox.addr_spec), check_deliverability=False,
+                                     allow_smtputf8=False).ascii_email
     try:
         second = ev.validate_email(
             unfolded, check_deliverability=False, allow_smtputf8=False, allow_display_name=True
         ).ascii_email
     except ev.EmailNotValidError as exc:
         raise InvalidField(field, f"the {header} header is not a valid mailbox: {exc}") from None
-    if second != address.email:
+    if second != expected:
         raise InvalidField(field, f"the {header} header is ambiguous")
     return address
 

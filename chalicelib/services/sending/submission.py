@@ -34,6 +34,7 @@ from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
 from chalicelib.services.domains import manage
 from chalicelib.services.messages import captured, events
 from chalicelib.services import mime
+from chalicelib.services.mime import lines as mime_lines
 from chalicelib.services.sending import limits, store as submission_store
 from chalicelib.services.suppressions import entries as suppressions
 from chalicelib.services.tracking import engagement
@@ -300,12 +301,13 @@ _HEADER_END = b"\r\n\r\n"
 
 
 def _ensure_header(raw: bytes, name: bytes, value: Callable[[], bytes]) -> bytes:
-    """``raw`` with a ``name`` header in front unless it has one; ``value()`` makes its
+    """``raw`` with a ``name`` header unless it has one, added at the end of the header
+    block (as Postfix's cleanup does: the trace fields stay on top); ``value()`` makes its
     value, only when the header is missing."""
-    head = raw.split(_HEADER_END, 1)[0]
-    if re.search(rb"(?im)^" + re.escape(name) + rb":", head):
+    end = mime.header_block_end(raw)
+    if re.search(rb"(?im)^" + re.escape(name) + rb":", raw[:end]):
         return raw
-    return name + b": " + value() + b"\r\n" + raw
+    return raw[:end] + name + b": " + value() + b"\r\n" + raw[end:]
 
 
 @dataclass
@@ -322,20 +324,59 @@ class ParsedRaw:
     message_id: str | None = None
 
 
-def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None) -> ParsedRaw:
-    """The database-free half of ``prepare_raw``: line endings, size, From/Subject headers and
-    recipients. Raises ServiceError naming the field."""
-    raw = mime.normalize_line_endings(bytes(raw))
+SMTPUTF8_NEEDED = ("declare SMTPUTF8 on MAIL FROM (RFC 6531) to send internationalized mail, "
+                   "or encode non-ASCII header text as RFC 2047 encoded-words")
+
+
+def _check_header_text(head: bytes, smtputf8: bool) -> None:
+    """The one rule for header text of a submission (the HTTP API writes its own headers by
+    it too): ASCII, or UTF-8 (RFC 6532) in a message sent with SMTPUTF8."""
+    if head.isascii():
+        return
+    if not smtputf8:
+        raise errors.ValidationError(
+            f"headers: the message's header section holds non-ASCII characters: "
+            f"{SMTPUTF8_NEEDED}", field="headers")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.ValidationError("headers: the message's header section is not valid "
+                                     "UTF-8 (RFC 6532)", field="headers") from None
+
+
+def parse_raw(*, rcpt_to: list[str], raw: bytes, limit: int | None = None,
+              received: bytes = b"", smtputf8: bool = False,
+              checked: bool = False, crlf: bool = False) -> ParsedRaw:
+    """The database-free half of ``prepare_raw``: line endings, Bcc fields removed, lines over
+    998 octets made short (their parts re-encoded; a long header line refused), size, header
+    text (ASCII, or UTF-8 with ``smtputf8``: the client declared SMTPUTF8), From/Subject
+    headers and recipients. ``received``: the gateway's Received field, put on top.
+    ``checked``: ``rcpt_to`` holds addresses as parse_address wrote them (the gateway checked
+    them at RCPT TO), not parsed again. ``crlf``: ``raw``'s line ends are all CRLF already
+    (the gateway's reader wrote them), not counted again. Raises ServiceError naming the
+    field."""
+    raw = bytes(raw) if crlf else mime.normalize_line_endings(bytes(raw))
     if not raw.endswith(b"\r\n"):
         raw += b"\r\n"
+    # Blind copies: the envelope (rcpt_to) keeps them; no stored or delivered copy shows them.
+    raw = received + mime.strip_bcc(raw)
+    try:  # lines over 998 octets: their parts re-encoded (mime/lines.py), before signing
+        raw = mime_lines.shorten_lines(raw)
+    except mime_lines.LineTooLong as exc:
+        raise errors.ValidationError(f"message: {exc}", field="message") from None
     _check_size(len(raw), "message", limit)
+    head = raw[:mime.header_block_end(raw) + 2]  # only the header block: the body is not read
+    _check_header_text(head, smtputf8)
     try:
-        end = raw.find(_HEADER_END)  # only the header block: the body is not read anyway
-        info = mime.header_addresses(raw[:end + 4] if end >= 0 else raw)
-        recipients = [mime.parse_address(r, f"rcpt_to[{i}]").email
-                      for i, r in enumerate(rcpt_to)]
+        info = mime.header_addresses(head)
+        recipients = list(rcpt_to) if checked else \
+            [mime.parse_address(r, f"rcpt_to[{i}]").email for i, r in enumerate(rcpt_to)]
     except mime.InvalidField as exc:
         raise _invalid(exc) from None
+    for index, address in enumerate(recipients):
+        if not smtputf8 and not address.isascii():
+            raise errors.ValidationError(f"rcpt_to[{index}]: {address} is an internationalized "
+                                         f"address: {SMTPUTF8_NEEDED}", field=f"rcpt_to[{index}]")
     originators = ([("sender", info["sender"])] if info["sender"] is not None else []) + \
         info["resent"]
     return ParsedRaw(raw=raw, sender=info["from"], subject=info["subject"],
@@ -368,10 +409,10 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
 
 
 def prepare_raw(db: Session, server: Server, *, rcpt_to: list[str], raw: bytes, tag=None,
-                metadata=None) -> Prepared:
+                metadata=None, smtputf8: bool = False) -> Prepared:
     """Validate an RFC 5322 message submitted over SMTP (From authorized like HTTP)."""
-    return prepare_parsed(db, server, parse_raw(rcpt_to=rcpt_to, raw=raw), tag=tag,
-                          metadata=metadata)
+    return prepare_parsed(db, server, parse_raw(rcpt_to=rcpt_to, raw=raw, smtputf8=smtputf8),
+                          tag=tag, metadata=metadata)
 
 
 def _track_header(headers: list[tuple[str, str]]) -> str | None:
@@ -513,11 +554,13 @@ def submit(db: Session, server: Server, request, *, source: str = "api") -> dict
 
 
 def submit_raw(db: Session, server: Server, *, mail_from: str, rcpt_to: list[str], raw: bytes,
-               source: str = "smtp", tag=None, metadata=None) -> dict:
+               source: str = "smtp", tag=None, metadata=None, smtputf8: bool = False) -> dict:
     """Accept an already-built RFC 5322 message (the SMTP gateway). ``mail_from`` is the SMTP
-    envelope sender; the pipeline sets its own return path, so it is only informative."""
+    envelope sender; the pipeline sets its own return path, so it is only informative.
+    ``smtputf8``: the client declared SMTPUTF8 (UTF-8 headers and addresses allowed)."""
     check_can_send(server)
-    prepared = prepare_raw(db, server, rcpt_to=rcpt_to, raw=raw, tag=tag, metadata=metadata)
+    prepared = prepare_raw(db, server, rcpt_to=rcpt_to, raw=raw, tag=tag, metadata=metadata,
+                           smtputf8=smtputf8)
     return _one(store(db, server, [prepared], source=source)[0])
 
 

@@ -8,7 +8,8 @@ message's stream. An entry is active while ``expires_at`` is empty or in the fut
 Lifetimes: hard bounces expire after SUPPRESSION_EXPIRY_DAYS; unsubscribes, spam complaints
 and manual entries never expire unless ``days`` is given. A timed entry never replaces an
 active permanent one for the same address and stream (a hard bounce after an unsubscribe
-must not end the unsubscribe 30 days later). Addresses are compared lower-cased.
+must not end the unsubscribe 30 days later). Addresses are compared lower-cased, an
+internationalized one with its domain as A-label (``normalize``).
 """
 from __future__ import annotations
 
@@ -35,7 +36,17 @@ _TIMED = ("HardBounce",)
 
 
 def normalize(address: str) -> str:
-    return (address or "").strip().lower()
+    """The address as entries are kept and looked up: lower-cased; an internationalized one
+    (RFC 6531) first written as messages write it (mime.parse_address: the local part in
+    Unicode NFC, the domain as its A-label), so ``Ü@bücher.example`` and
+    ``ü@xn--bcher-kva.example`` are one entry."""
+    text = (address or "").strip()
+    if not text.isascii():
+        try:
+            text = mime.parse_address(text, "address").email
+        except mime.InvalidField:
+            pass  # not an address (a search for part of one): compared as given
+    return text.lower()
 
 
 def _active(now: datetime | None = None):
