@@ -14,6 +14,30 @@ _tmp = tempfile.mkdtemp(prefix="email-service-tests-")
 # service runs as a role of its own, bound by row-level security, which the suite creates
 # through the migrate step (db/roles.py): APP_DATABASE_URL.
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or f"sqlite:///{_tmp}/test.db"
+
+
+def _worker_database(url: str) -> str:
+    """Under pytest-xdist (``-n N``, as CI runs the suite) each worker process gets a
+    PostgreSQL database of its own beside the one named, ``<name>_<worker>`` (created when
+    missing): every test assumes it has the database to itself. Without xdist: ``url``."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not url.startswith("postgresql"):
+        return url
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    parsed = make_url(url)
+    name = f"{parsed.database}_{worker}"
+    admin = create_engine(parsed, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        if not conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first():
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return parsed.set(database=name).render_as_string(hide_password=False)
+
+
+TEST_DATABASE_URL = _worker_database(TEST_DATABASE_URL)
 TEST_ADMIN_KEY = "test-admin-key-0123456789abcdef"
 
 
