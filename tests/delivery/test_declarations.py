@@ -142,3 +142,19 @@ def test_an_ascii_mailbox_at_an_idn_domain_goes_as_its_a_label_without_smtputf8(
     finally:
         delivery.close_cached()
         mx.stop()
+
+
+def test_the_plan_reads_the_features_as_rfc_1870_and_6152_say():
+    """SIZE without a number (or 0) is no limit; after HELO (no features) 8-bit data is to be
+    converted and nothing declared."""
+    from chalicelib.services.delivery import declarations
+
+    data = b"Subject: x\r\n\r\n" + "é".encode() * 5000 + b"\r\n"
+    plan = declarations.plan({"size": "", "8bitmime": ""}, data, mail_from="a@b.example",
+                             rcpt_to="c@d.example")
+    assert plan.refusal is None and plan.mail_options == ("BODY=8BITMIME", f"SIZE={len(data)}")
+    plan = declarations.plan({"size": "0"}, data, mail_from="a@b.example", rcpt_to="c@d.example")
+    assert plan.convert and plan.mail_options == ()
+    plan = declarations.plan({}, b"Subject: x\r\n\r\nhi\r\n", mail_from="a@b.example",
+                             rcpt_to="c@d.example")
+    assert not plan.convert and plan.mail_options == ()
