@@ -27,6 +27,13 @@ IDLE_REUSE_SECONDS idle) and the next message to the same host starts with MAIL 
 Postfix's connection cache does. A cached session found dead (or answering 421) at RSET or
 MAIL is replaced by a fresh one; nothing of the new message had been sent, so this is safe.
 
+What each transaction declares (issue 32) is ``declarations.py``'s, from the server's EHLO
+features: ``BODY=8BITMIME``, ``SMTPUTF8``, ``SIZE=``; to a server without 8BITMIME an 8-bit
+message goes as the ``downgrade`` callable converts it (``steps.seven_bit``: 7-bit, signed
+again); a message the server cannot take (needs SMTPUTF8 it does not offer, larger than
+its SIZE) is a HardFail before MAIL FROM whose reason says so (5.6.7, 5.3.4: a refusal of
+the message, never of the address). Recipient domains are looked up as A-labels.
+
 Outcomes: 2xx after DATA -> Sent; a 5xx to MAIL, RCPT or DATA -> HardFail; a 4xx, a dropped
 connection, a timeout or no reachable host -> SoftFail.
 """
@@ -41,7 +48,8 @@ from typing import Callable, NamedTuple
 
 from chalicelib.config import get_settings
 from chalicelib import dns_lookup, observability, statuses
-from chalicelib.services.delivery import connect, relay_report
+from chalicelib.services import mime
+from chalicelib.services.delivery import connect, declarations, relay_report
 from chalicelib.services.delivery.connect import describe as _describe, text as _text
 from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
@@ -113,6 +121,10 @@ def targets(domain: str) -> list[tuple[str, int]]:
     settings = get_settings()
     port = settings.delivery_mx_port
     lifetime = min(30.0, settings.delivery_timeout_seconds)
+    try:  # issue 32: an internationalized domain is looked up as its A-label (IDNA 2008)
+        domain = declarations.ascii_domain(domain)
+    except declarations.BadDomain as exc:
+        raise TargetError(HARD, str(exc), True) from None
     try:
         answer = dns_lookup.resolve(domain, "MX", lifetime)
     except dns_lookup.NXDOMAIN:
@@ -194,11 +206,14 @@ class _Stop(Exception):
 
 def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: bytes,
          before_data: Callable[[str], None] | None = None, egress: Egress = DIRECT,
-         policy=None, relayed: bool = False) -> Outcome:
+         policy=None, relayed: bool = False,
+         downgrade: Callable[[bytes], bytes] | None = None) -> Outcome:
     """Try ``hosts`` in order; returns the Outcome of the host that answered the envelope
     (or the last failure when none did). ``egress``: the IP pool's sources; ``policy``: the
     recipient domain's MTA-STS policy (``mta_sts.Policy``), for MX hosts; ``relayed``: the
-    hosts are the IP pool's relay, whose report of the onward delivery the outcome takes."""
+    hosts are the IP pool's relay, whose report of the onward delivery the outcome takes;
+    ``downgrade``: the 7-bit form of ``data`` for a server without 8BITMIME (None: sent as
+    it is)."""
     started = time.perf_counter()
     if hosts == [CAPTURE]:
         return _capture(mail_from, rcpt_to, data, started)
@@ -222,7 +237,7 @@ def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: by
         try:
             _converse(host, port, outcome, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
                       before_data=before_data, egress=egress, tls_mode=tls_mode, domain=domain,
-                      refusals=refusals)
+                      refusals=refusals, downgrade=downgrade)
         except _NextHost:
             last = outcome
             continue
@@ -306,14 +321,34 @@ def _use(outcome: Outcome, session: connect.Session) -> None:
     outcome.source_address = session.source
 
 
+def _declare(smtp, *, mail_from: str, rcpt_to: str, data: bytes,
+             downgrade) -> tuple[declarations.Plan, bytes]:
+    """Issue 32: what this transaction declares to the server (declarations.py), and the
+    bytes to send (converted to 7-bit when the server lacks 8BITMIME)."""
+    plan = declarations.plan(smtp.esmtp_features, data, mail_from=mail_from, rcpt_to=rcpt_to)
+    if plan.convert and downgrade is not None:
+        try:
+            data = downgrade(data)
+        except mime.NotConvertible as exc:
+            return plan._replace(refusal=(
+                "5.6.3 the recipient's server does not accept 8-bit data (no 8BITMIME) "
+                f"and the message cannot be converted to 7-bit: {exc}")), data
+        plan = declarations.plan(smtp.esmtp_features, data, mail_from=mail_from,
+                                 rcpt_to=rcpt_to)
+    return plan, data
+
+
 def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to: str,
               data: bytes, before_data, egress: Egress, tls_mode: str, domain: str,
-              refusals: list[str]) -> None:
+              refusals: list[str], downgrade=None) -> None:
     key = (host, port, egress.key, tls_mode)
     cached = _take_cached(key)
-    code = reply = None
+    code = reply = plan = None
     if cached is not None:
         session = cached.session
+        plan, payload = _declare(session.smtp, mail_from=mail_from, rcpt_to=rcpt_to,
+                                 data=data, downgrade=downgrade)
+    if cached is not None and plan.refusal is None:
         try:
             # After a transaction that ended with the reply to its data the server has
             # already reset its state (RFC 5321 4.1.1.4); after one left half-way (a refused
@@ -321,7 +356,7 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
             # the session proved alive, so a dead one is safely replaced.
             code = 250 if cached.clean else session.smtp.rset()[0]
             if code == 250:
-                code, reply = session.smtp.mail(mail_from)
+                code, reply = session.smtp.mail(plan.mail_from, plan.mail_options)
             else:
                 code = 421
         except (OSError, smtplib.SMTPException):
@@ -332,24 +367,31 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
     if cached is None:
         session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
         code = None
+        plan, payload = _declare(session.smtp, mail_from=mail_from, rcpt_to=rcpt_to,
+                                 data=data, downgrade=downgrade)
     _use(outcome, session)
     if session.problem:  # testing mode: a new session or a reused one, reported each time
         refusals.append(session.problem)
     smtp = session.smtp
+    if plan.refusal is not None:  # issue 32: this server cannot take this message
+        outcome.status, outcome.stage = HARD, "envelope"
+        outcome.details = f"not sent to {outcome.host}: {plan.refusal}"
+        _put_cached(key, session, cached.clean if cached is not None else True)
+        raise _Stop()
     broken = completed = False
     try:
         if code is None:
-            code, reply = smtp.mail(mail_from)
+            code, reply = smtp.mail(plan.mail_from, plan.mail_options)
         if code != 250:
             return _classify(outcome, code, reply, "envelope", "the sender", domain)
-        code, reply = smtp.rcpt(rcpt_to)
+        code, reply = smtp.rcpt(plan.rcpt_to, plan.rcpt_options)
         if code not in (250, 251):
             return _classify(outcome, code, reply, "envelope", "the recipient", domain)
         if before_data is not None:
             before_data(outcome.host)
         outcome.stage = "data"
         try:
-            code, reply = smtp.data(data)
+            code, reply = smtp.data(payload)
             completed = True
         except smtplib.SMTPDataError as exc:  # DATA itself refused (no 354)
             return _classify(outcome, exc.smtp_code, exc.smtp_error, "data", "the message",
