@@ -126,3 +126,29 @@ def test_scopes_and_who_may_remove(api, mx):
     assert message(api, theirs, in_theirs)["rcpt_to"] == REMOVED
     Api.error(api.post(f"{ADMIN}/data_removal", {"address": "not an address"}), 422,
               "ValidationError")
+
+
+def test_mail_from_the_address_that_arrived_is_removed_too(stack, api, tenant):
+    from tests.smtp.support import make_route, plain_client, simple_mail
+    from tests.support import unique
+
+    make_route(api, tenant, "held", mode="hold", endpoint=None)
+    sender, subject = f"{unique('writer')}@sender.example", unique("held")
+    with plain_client(stack.smtp_port) as client:
+        client.sendmail(sender, [f"held@{tenant.domain}"],
+                        simple_mail(sender, f"held@{tenant.domain}", subject))
+    [found] = Api.data(api.get(f"{SERVER}/inbound", server_key=tenant.api_key,
+                               params={"query": subject}))["messages"]
+    assert found["mail_from"] == sender
+    done = Api.data(api.post(tenant.server_path + "/data_removal",
+                             {"address": sender}))["data_removal"]
+    assert (done["messages"], done["content_erased"]) == (1, 1)
+    shown = Api.data(api.get(f"{SERVER}/inbound/{found['id']}",
+                             server_key=tenant.api_key))["message"]
+    assert shown["mail_from"] == REMOVED and shown["subject"] is None
+    assert shown["content_expired_at"] is not None
+    # Nothing is left to hand over, nor to read.
+    Api.error(api.post(f"{SERVER}/inbound/{found['id']}/bypass", server_key=tenant.api_key),
+              410, "ContentExpired")
+    Api.error(api.get(f"{SERVER}/messages/{found['id']}/raw", server_key=tenant.api_key),
+              410, "ContentExpired")
