@@ -59,7 +59,7 @@ HASH_PREFIX = "sha256:"
 
 def hashed(address: str) -> str:
     """The form an entry keeps an address in once a data removal asked for it to be kept
-    without the address (services/data_removal.py): ``sha256:`` and the hex SHA-256 of the
+    without the address (services/privacy/removal.py): ``sha256:`` and the hex SHA-256 of the
     normalized address. Every lookup below matches it as well as the address itself."""
     return HASH_PREFIX + hashlib.sha256(normalize(address).encode("utf-8")).hexdigest()
 
