@@ -95,6 +95,13 @@ class SendLimitExceeded(ServiceError):
         self.headers = {"Retry-After": str(retry_after)}
 
 
+class ContentExpired(ServiceError):
+    """Ours: the message's content (raw source, signed copy) was erased, by its server's
+    content retention or a data removal; its record stays."""
+
+    code = "ContentExpired"
+
+
 class IdempotencyKeyReused(ServiceError):
     code = "IdempotencyKeyReused"
 

@@ -44,6 +44,7 @@ def blueprints():
         ("chalicelib.api.admin.domain_dns", ADMIN_PREFIX),
         ("chalicelib.api.admin.domain_dmarc", ADMIN_PREFIX),
         ("chalicelib.api.admin.reputation", ADMIN_PREFIX),
+        ("chalicelib.api.admin.data_removal", ADMIN_PREFIX),
         ("chalicelib.api.public.tracking", ""),
         ("chalicelib.api.public.unsubscribe", ""),
         ("chalicelib.api.public.mail_frames", ""),

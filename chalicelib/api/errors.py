@@ -26,6 +26,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "SendLimitExceeded": 429,
     "IdempotencyKeyReused": 422,
     "IdempotencyInProgress": 409,
+    "ContentExpired": 410,
     "InternalError": 500,
 }
 

@@ -26,6 +26,11 @@ bp = Blueprint(__name__)
 
 OPENAPI_PATH = "/api/v2/openapi.json"
 _PARAM = re.compile(r"{(\w+)}")
+# Messaging endpoints that read (or resend) a message's stored content: ContentExpired (410)
+# once content retention or a data removal erased it.
+_READS_CONTENT = re.compile(r"^/api/v2/server/((messages|captured|inbound)/{id}"
+                            r"(/raw|/content|/attachments/{index}|/retry|/bypass)"
+                            r"|captured/{id}|mail_frames)$")
 _METHOD_ORDER = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _SURFACES = (("/api/v2/server", "Messaging"), ("/api/v2/admin", "Management"),
              ("/api/v2/auth", "Accounts"))
@@ -122,6 +127,9 @@ ERROR_RESPONSES = {
                                    "processed; retry after Retry-After seconds for its answer."),
     "IdempotencyKeyReused": (422, "The Idempotency-Key was used with another request in the "
                                   "last 24 hours."),
+    "ContentExpired": (410, "The message's content (raw source, signed copy) was erased by "
+                            "its server's content_retention_days or a data removal; its "
+                            "record, events and attempts are kept."),
     "SendLimitExceeded": (429, "The server is over its send_limit_per_hour/per_day with "
                                "send_limit_action reject; Retry-After says when the window "
                                "resets."),
@@ -180,6 +188,8 @@ def _responses(path: str, info: framework.EndpointInfo, data_refs: dict) -> dict
         codes += ["ParameterMissing", "PayloadTooLarge", "ValidationError"]
     if info.idempotent:
         codes.append("IdempotencyInProgress")
+    if _READS_CONTENT.search(path) and info.method in ("GET", "POST"):
+        codes.append("ContentExpired")
     responses.update(_ref(code) for code in codes)
     return dict(sorted(responses.items()))
 

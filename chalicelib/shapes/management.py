@@ -50,6 +50,10 @@ class Server(TypedDict):
     track_opens: bool
     track_clicks: bool
     message_retention_days: int
+    content_retention_days: Annotated[int, Field(description=(
+        "Days its messages' content (raw source, signed copy) is kept, at most "
+        "message_retention_days; after it the content is erased and reads of it answer "
+        "ContentExpired while the record stays."))]
     send_limit_per_hour: int | None
     send_limit_per_day: int | None
     send_limit_action: Annotated[str, Field(description="hold or reject")]
@@ -510,3 +514,28 @@ class DmarcSummary(TypedDict):
     report_address: Annotated[str, Field(description="Where this domain's reports are sent.")]
     totals: DmarcTotals
     buckets: list[DmarcDay]
+
+
+@record
+class DataRemoval(TypedDict):
+    """What a data removal did (POST .../data_removal): counts of what was removed or
+    changed, for the address (named by its hash only) on the servers of its scope. Running
+    it again removes nothing more: its counts are then zero."""
+
+    address_hash: Annotated[str, Field(description="sha256: and the hex SHA-256 of the "
+                                                   "normalized address (the audit trail's)")]
+    scope: Annotated[str, Field(description="server, organization or installation")]
+    servers: int
+    messages: Annotated[int, Field(description="messages whose personal fields were removed")]
+    content_erased: Annotated[int, Field(description="messages whose content was erased now")]
+    skipped_pending: Annotated[int, Field(description=(
+        "messages left alone because work is still due for them; remove again later"))]
+    events: int
+    deliveries: int
+    opens: int
+    clicks: int
+    webhook_requests: int
+    webhook_logs: int
+    suppressions_hashed: int
+    suppressions_deleted: int
+    recipient_failures: int

@@ -52,6 +52,10 @@ class Message(TypedDict):
     clicks_count: int
     created_at: datetime
     updated_at: datetime | None
+    content_expired_at: Annotated[datetime | None, Field(description=(
+        "When its content (raw source, signed copy) was erased by its server's content "
+        "retention or a data removal; reads of the content then answer ContentExpired (410). "
+        "Null while the content is kept."))]
 
 
 @record
@@ -389,6 +393,9 @@ class InboundMessage(TypedDict):
     last_attempt_at: datetime | None
     route: RouteRef | None
     created_at: datetime
+    content_expired_at: Annotated[datetime | None, Field(description=(
+        "When its content was erased (content retention or a data removal); retry and bypass "
+        "then answer ContentExpired. Null while kept."))]
     deliveries: NotRequired[list[InboundAttempt] | None]
 
 

@@ -37,8 +37,22 @@ function download(ctx, base, a) {
   return button;
 }
 
+// What stands in for the content once it was erased (the server's content retention or a
+// data removal): the record stays, the bytes are gone (the API answers ContentExpired).
+export function contentExpired(at) {
+  return section('Content', null, notice(`Content expired${at ? ` on ${new Date(at).toLocaleString()}` : ''}: this message's content was erased by the server's content retention or a data removal. Its record, events and delivery attempts are kept.`, 'info'));
+}
+
 export async function mailView(ctx, { kind, id, base, content }) {
-  const c = content || (await get(`${base}/content`, { server: ctx.server })).content;
+  let c = content;
+  if (!c) {
+    try {
+      c = (await get(`${base}/content`, { server: ctx.server })).content;
+    } catch (err) {
+      if (err.code === 'ContentExpired') return contentExpired(null);
+      throw err;
+    }
+  }
   const frame = mailFrame({ server: ctx.server, title: 'The message as its recipient sees it', empty: 'This message has no HTML part.' });
   const problem = h('div', {});
   if (c.html_body !== null) {

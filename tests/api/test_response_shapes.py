@@ -120,6 +120,7 @@ def _message_answer() -> dict:
                "last_attempt_at": "2026-01-01T00:00:00Z", "sent_at": "2026-01-01T00:00:00Z",
                "track_opens": True, "track_clicks": False, "opens_count": 0,
                "clicks_count": 0, "created_at": "2026-01-01T00:00:00Z", "updated_at": None,
+               "content_expired_at": None,
                "events": [], "deliveries": []}
     return {"status": "success", "time": 0.01, "data": {"message": message}}
 

@@ -36,6 +36,7 @@ def server(srv: Server) -> dict:
             "suspension_reason": srv.suspension_reason, "ip_pool_id": srv.ip_pool_id,
             "track_opens": srv.track_opens, "track_clicks": srv.track_clicks,
             "message_retention_days": srv.message_retention_days,
+            "content_retention_days": srv.content_retention_days,
             "send_limit_per_hour": srv.send_limit_per_hour,
             "send_limit_per_day": srv.send_limit_per_day,
             "send_limit_action": srv.send_limit_action, "send_limits": send_limits_usage(srv),

@@ -37,6 +37,7 @@ def message(m: Message, stream_permalink: str | None = None) -> dict:
         "track_opens": m.track_opens, "track_clicks": m.track_clicks,
         "opens_count": m.opens_count, "clicks_count": m.clicks_count,
         "created_at": m.created_at, "updated_at": m.updated_at,
+        "content_expired_at": getattr(m, "content_expired_at", None),
     }
 
 
@@ -126,7 +127,8 @@ def inbound_message(db: Session, message: Message, detail: bool = False) -> dict
             "last_attempt_at": message.last_attempt_at,
             "route": None if route is None else {"id": route.id, "name": route.name,
                                                  "mode": route.mode},
-            "created_at": message.created_at}
+            "created_at": message.created_at,
+            "content_expired_at": message.content_expired_at}
     if detail:
         attempts = search.deliveries(db, message)
         data["deliveries"] = [{"id": d.id, "status": d.status, "target": d.host, "code": d.code,

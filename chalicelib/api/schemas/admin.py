@@ -49,6 +49,8 @@ class ServerUpdate(Schema):
     track_opens: bool | None = None
     track_clicks: bool | None = None
     message_retention_days: int | None = Field(default=None, ge=1, le=3650)
+    # How long content (raw source, signed copy) is kept: at most message_retention_days.
+    content_retention_days: int | None = Field(default=None, ge=1, le=3650)
     # Send limits: messages per hour / day (null: no limit) and what happens over them.
     send_limit_per_hour: int | None = Field(default=None, ge=0, le=10**9)
     send_limit_per_day: int | None = Field(default=None, ge=0, le=10**9)
@@ -100,3 +102,10 @@ class IPAddressIn(Schema):
 
 class AdminKeyIn(Schema):
     name: Name
+
+
+class DataRemovalIn(Schema):
+    address: str = Field(max_length=320)
+    # Keep the address's suppressions as a hash (still suppressed, not stored); false deletes
+    # them.
+    keep_suppression: bool = True

@@ -130,6 +130,9 @@ class Message(Base):
     woken_at: Mapped[datetime | None] = mapped_column(DateTime())
     last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime())
+    # When its content (raw source, signed copy) was erased: by content retention or a data
+    # removal (services/content). NULL while it is kept; reads then answer ContentExpired.
+    content_expired_at: Mapped[datetime | None] = mapped_column(DateTime())
     opens_count: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
     clicks_count: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)

@@ -81,6 +81,11 @@ class Server(Timestamps, Base):
     track_opens: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     track_clicks: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False)
     message_retention_days: Mapped[int] = mapped_column(Integer, default=60, nullable=False)
+    # How long its messages' content (raw source, signed copy) is kept; at most
+    # message_retention_days. After it the retention run erases the bytes and the record
+    # stays (services/messages/content_retention.py).
+    content_retention_days: Mapped[int] = mapped_column(Integer, default=45, server_default="45",
+                                                        nullable=False)
     # Send limits (services/sending/limits.py): messages per hour/day, None = no limit; over the
     # limit messages are held ("hold") or refused ("reject").
     send_limit_per_hour: Mapped[int | None] = mapped_column(Integer)

@@ -7,7 +7,9 @@ password_reset_issued, password_reset_completed, totp_enrolled, totp_enabled, to
 passkey_registered, passkey_renamed, passkey_removed, passkey_register_failed,
 passkey_remove_failed, sso_login, sso_linked, sso_account_created, sso_failed, invitation_accepted, user_created,
 user_updated, user_deleted, admin_api_key_created, admin_api_key_revoked; server_paused (by
-the reputation guard, no user) and server_pause_lifted (services/reputation/guard.py).
+the reputation guard, no user) and server_pause_lifted (services/reputation/guard.py);
+data_removed (an address's personal data removed: api/admin/data_removal.py; its details
+name the scope, who asked, the address's hash and the counts, never the address).
 
 A failure is recorded and then raised: the service commits first (``fail``), because the
 request's transaction is rolled back when the error leaves the handler.

@@ -44,6 +44,10 @@ ACTIONS: dict[str, str | None] = {
     # guard paused), and reading every infrastructure signal of the installation.
     "reputation.lift": None,
     "infrastructure_signals.read": None,
+    # Removing an address's personal data (a data subject's request; services/privacy/):
+    # on the organization's servers, or on every server of the installation.
+    "data.remove": "admin",
+    "data.remove_installation": None,
 }
 
 

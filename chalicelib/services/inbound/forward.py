@@ -19,6 +19,7 @@ from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.config import get_settings
 from chalicelib.db import after_commit, claims, session_scope, tenancy
 from chalicelib.db.models import Delivery, Message, Route, Submission
+from chalicelib.services import content
 
 if TYPE_CHECKING:
     from chalicelib.services.inbound import endpoints as inbound_endpoints
@@ -44,8 +45,16 @@ def _schedule_now(db: Session, message: Message) -> None:
     queues.enqueue_after_commit(db, QUEUE, message.id)
 
 
+def _content_kept(message: Message) -> None:
+    if content.is_expired(message):
+        raise errors.ContentExpired(f"message {message.id} cannot be delivered: its content "
+                                    "has expired (erased by content retention or a data "
+                                    "removal)")
+
+
 def bypass(db: Session, message: Message) -> Message:
     """Release a held message: to its route's endpoint when it has one, else just accepted."""
+    _content_kept(message)
     if not message.held:
         raise errors.ValidationError(f"message {message.id} is not held (status "
                                      f"{message.status})", field="id")
@@ -61,6 +70,7 @@ def bypass(db: Session, message: Message) -> Message:
 
 def retry(db: Session, message: Message) -> Message:
     """Requeue a message whose delivery failed or is waiting for its next attempt."""
+    _content_kept(message)
     if message.held:
         raise errors.ValidationError(f"message {message.id} is held; bypass it to deliver it",
                                      field="id")

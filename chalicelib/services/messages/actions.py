@@ -25,6 +25,7 @@ from chalicelib import clock, errors, queues, statuses
 from chalicelib.db import counters
 from chalicelib.db.models import Delivery, Message, MessageEvent, Server
 from chalicelib.db import claims
+from chalicelib.services import content
 
 RETRYABLE = statuses.RETRYABLE
 CANCELLABLE = statuses.CANCELLABLE
@@ -71,7 +72,9 @@ def requeue(db: Session, server_id: int, ids: list[int], from_statuses: tuple[st
     """Held/HardFail -> Pending, due now, woken after the commit."""
     moved = transition(db, server_id, ids, from_statuses, {
         "status": statuses.PENDING, "held": False, "status_details": reason, "attempts": 0,
-        "next_attempt_at": clock.now()})
+        "next_attempt_at": clock.now()},
+        # Its content is gone: nothing to send (retry refuses it with ContentExpired).
+        Message.content_expired_at.is_(None))
     if moved:
         from chalicelib.db import after_commit
 
@@ -112,6 +115,10 @@ def _reload(db: Session, message: Message) -> Message:
 
 def retry(db: Session, message: Message) -> Message:
     _check_outgoing(message, "retried")
+    if content.is_expired(message):
+        raise errors.ContentExpired(f"message {message.id} cannot be retried: its content "
+                                    "has expired (erased by content retention or a data "
+                                    "removal)")
     if message.status not in RETRYABLE:
         raise errors.ValidationError(
             f"message {message.id} is {message.status}; only {' or '.join(RETRYABLE)} "

@@ -1,5 +1,7 @@
 """Retention: old mail, old attempt logs and spent tokens are deleted in bounded batches.
 
+Each server keeps its messages' content (raw source, signed copy) for
+``content_retention_days`` and then erases it, the record staying (content_retention.py).
 Each server keeps its messages for ``message_retention_days``: a submission older than that
 is deleted with its messages (deliveries, events, raw bytes and tracking go with them through
 ON DELETE CASCADE) — but never while one of its messages still has work pending. Statistics
@@ -28,6 +30,7 @@ from chalicelib.db.models import (BulkJob, DkimKey, DmarcReport, IdempotencyKey,
                                   SmtpAuthFailure, Submission, Suppression, UserSession,
                                   WebhookRequestLog)
 from chalicelib.services.delivery import pacing
+from chalicelib.services.messages import content_retention
 from chalicelib.services.reputation import signals
 
 # Statuses with work still due (outgoing, then inbound).
@@ -66,7 +69,8 @@ def prune(db: Session) -> dict[str, int]:
     now = clock.now()
     grace = now - timedelta(days=1)
     log_cutoff = now - timedelta(days=get_settings().webhook_log_retention_days)
-    counts = {"submissions_and_messages": _prune_mail(db, now)}
+    counts = {"submissions_and_messages": _prune_mail(db, now),
+              "content": content_retention.expire(db, now, BATCH)}
     for name, model, condition in (
         ("webhook_logs", WebhookRequestLog, WebhookRequestLog.created_at < log_cutoff),
         ("sessions", UserSession, UserSession.expires_at < grace),

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import errors
 from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
+from chalicelib.services import content
 
 
 def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
@@ -76,9 +77,17 @@ def history(db: Session, message: Message) -> list[MessageEvent]:
                            .order_by(MessageEvent.id)))
 
 
+def _kept(message: Message) -> None:
+    if content.is_expired(message):
+        raise errors.ContentExpired(
+            f"the content of message {message.id} has expired (its server's content "
+            "retention or a data removal erased it); its record and history are kept")
+
+
 def raw_source(db: Session, message: Message) -> tuple[bytes, bool]:
     """(bytes, signed): the exact bytes sent once an attempt was made, else the stored
-    source."""
+    source. ContentExpired once its content was erased (the record stays)."""
+    _kept(message)
     sent = db.get(MessageRaw, message.id)
     if sent is not None:
         return sent.raw, True
@@ -93,6 +102,7 @@ def view_source(db: Session, message: Message) -> bytes:
     (the same parts the recipient gets, without the service's open pixel and rewritten
     links, so looking at it in the console neither counts an open nor follows a click);
     the stored bytes when there is no submission (mail that arrived)."""
+    _kept(message)
     if message.submission_id is not None:
         raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
         if raw is not None:

@@ -122,10 +122,27 @@ def update_server(server: Server, changes: dict) -> Server:
             setattr(server, key, changes[key])
     if server.message_retention_days != retention:
         domains.retention_changed(object_session(server), server)
+    _content_retention(server, changes)
     for key in ("send_limit_per_hour", "send_limit_per_day"):
         if key in changes:  # an explicit null lifts the limit
             setattr(server, key, changes[key])
     return server
+
+
+def _content_retention(server: Server, changes: dict) -> None:
+    """Content is kept at most as long as the record: a content_retention_days above
+    message_retention_days is refused; lowering message_retention_days below the content's
+    (without naming content_retention_days) lowers the content's with it. No lower bound
+    for retries is needed: content retention never erases a message with work pending."""
+    wanted = changes.get("content_retention_days")
+    if wanted is not None:
+        if wanted > server.message_retention_days:
+            raise errors.ValidationError(
+                f"content_retention_days: at most message_retention_days "
+                f"({server.message_retention_days})", field="content_retention_days")
+        server.content_retention_days = wanted
+    elif (server.content_retention_days or 0) > server.message_retention_days:
+        server.content_retention_days = server.message_retention_days
 
 
 def suspend_server(server: Server, reason: str | None) -> Server:

@@ -115,7 +115,9 @@ def _context_row(db: Session, server_id: int, address: mime.Address, permalink: 
     """``entities``, the From domain's verified Domain, the Stream and the suppression probe,
     from the server's row (one round trip); None when the server is gone."""
     params = {"server_id": server_id, "domain": address.domain.lower(), "now": clock.now(),
-              "recipients": sorted({suppressions.normalize(r) for r in recipients}) or [""]}
+              # an entry may hold the address or its hash (entries.lookup_forms)
+              "recipients": sorted({f for r in recipients
+                                    for f in suppressions.lookup_forms(r)}) or [""]}
     if permalink is not None:
         params["permalink"] = permalink
     return db.execute(_context_statement(permalink is not None, entities), params).first()

@@ -9,10 +9,15 @@ Lifetimes: hard bounces expire after SUPPRESSION_EXPIRY_DAYS; unsubscribes, spam
 and manual entries never expire unless ``days`` is given. A timed entry never replaces an
 active permanent one for the same address and stream (a hard bounce after an unsubscribe
 must not end the unsubscribe 30 days later). Addresses are compared lower-cased, an
-internationalized one with its domain as A-label (``normalize``).
+internationalized one with its domain as A-label (``normalize``). An entry may hold the
+address's hash instead (``hashed``: kept by a data removal so the address stays suppressed
+without being stored); every lookup matches both forms. The delivery claim's own last-moment
+check (services/delivery/claim.py) compares the plain address only: a hashed entry holds a
+message when it is submitted.
 """
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -49,6 +54,21 @@ def normalize(address: str) -> str:
     return text.lower()
 
 
+HASH_PREFIX = "sha256:"
+
+
+def hashed(address: str) -> str:
+    """The form an entry keeps an address in once a data removal asked for it to be kept
+    without the address (services/privacy/removal.py): ``sha256:`` and the hex SHA-256 of the
+    normalized address. Every lookup below matches it as well as the address itself."""
+    return HASH_PREFIX + hashlib.sha256(normalize(address).encode("utf-8")).hexdigest()
+
+
+def lookup_forms(address: str) -> list[str]:
+    """What an entry for ``address`` may hold: the normalized address or its hash."""
+    return [normalize(address), hashed(address)]
+
+
 def _active(now: datetime | None = None):
     return or_(Suppression.expires_at.is_(None), Suppression.expires_at > (now or clock.now()))
 
@@ -61,7 +81,7 @@ def _for_stream(stream_id: int | None):
 def active_entry(db: Session, server_id: int, address: str,
                  stream_id: int | None = None) -> Suppression | None:
     return db.scalar(select(Suppression).where(Suppression.server_id == server_id,
-                                               Suppression.address == normalize(address),
+                                               Suppression.address.in_(lookup_forms(address)),
                                                _for_stream(stream_id), _active())
                      .order_by(Suppression.stream_key).limit(1))
 
@@ -78,10 +98,11 @@ def suppressed_among(db: Session, server_id: int,
     wanted = {normalize(a) for a in addresses}
     if not wanted:
         return set()
+    by_hash = {hashed(a): a for a in wanted}  # entries kept as a hash (data removal)
     rows = db.execute(select(Suppression.address, Suppression.stream_key)
                       .where(Suppression.server_id == server_id,
-                             Suppression.address.in_(wanted), _active()))
-    return {(a, k) for a, k in rows}
+                             Suppression.address.in_(wanted | set(by_hash)), _active()))
+    return {(by_hash.get(a, a), k) for a, k in rows}
 
 
 def held(entries: set[tuple[str, int]], address: str, stream_id: int | None) -> bool:

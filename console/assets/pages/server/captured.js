@@ -4,7 +4,7 @@
 // the inbox cleared on request. Reading needs the role that reads messages; clearing, the
 // one that manages them.
 import { del, enc, get } from '../../api.js';
-import { mailView } from '../../mailview.js';
+import { contentExpired, mailView } from '../../mailview.js';
 import { actionButton, badge, h, link, notice, pager, table, when } from '../../ui.js';
 import { serverBase } from './base.js';
 
@@ -50,9 +50,15 @@ export async function inbox(ctx) {
 
 export async function message(ctx) {
   const id = ctx.params.id;
-  const detail = await get(`/captured/${enc(id)}`, { server: ctx.server });
-  const c = detail.captured;
   const base = `${serverBase(ctx)}/captured`;
+  let detail;
+  try {
+    detail = await get(`/captured/${enc(id)}`, { server: ctx.server });
+  } catch (err) {
+    if (err.code !== 'ContentExpired') throw err;
+    return h('div', {}, h('p', {}, link(base, '← Captured mail')), h('h1', {}, `Captured message ${id}`), contentExpired(null));
+  }
+  const c = detail.captured;
   return h('div', {},
     h('p', {}, link(base, '← Captured mail')),
     h('h1', {}, c.subject || '(no subject)'),

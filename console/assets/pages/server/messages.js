@@ -1,7 +1,7 @@
 // Messages: a filtered, server-side paged list (with a date range in the organization's time
 // zone), and one message's whole story, with the message as its recipient sees it.
 import { get, post } from '../../api.js';
-import { mailView } from '../../mailview.js';
+import { contentExpired, mailView } from '../../mailview.js';
 import { actionButton, badge, dl, h, link, notice, pager, section, table, timeZone, when } from '../../ui.js';
 import { INCOMING_MEANINGS, INCOMING_STATUSES, OUTGOING_MEANINGS, OUTGOING_STATUSES, RETRYABLE_STATUSES } from '../../generated/rules.js';
 import { messageStatus, serverBase } from './base.js';
@@ -128,7 +128,8 @@ export async function show(ctx) {
     get(`/messages/${id}/clicks`, { server: ctx.server }).then((d) => d.clicks),
   ]) : [[], []];
   const base = serverBase(ctx);
-  const retryable = m.scope === 'outgoing' && RETRYABLE_STATUSES.includes(m.status) && ctx.can('messages.manage');
+  const retryable = m.scope === 'outgoing' && RETRYABLE_STATUSES.includes(m.status) && ctx.can('messages.manage')
+    && !m.content_expired_at;
   return h('div', {},
     h('p', {}, link(`${base}/messages`, '← All messages')),
     h('h1', {}, m.subject || '(no subject)'),
@@ -166,5 +167,6 @@ export async function show(ctx) {
         { label: 'When', render: (c) => when(c.created_at) }, { label: 'URL', class: 'wrap', render: (c) => c.url },
         { label: 'Machine', render: (c) => (c.likely_machine ? 'yes' : 'no') },
       ], clicks, { caption: 'Clicks', empty: m.track_clicks ? 'No clicks yet.' : 'Clicks are not tracked for this message.' }))) : null,
-    await mailView(ctx, { kind: 'message', id: m.id, base: `/messages/${id}` }));
+    m.content_expired_at ? contentExpired(m.content_expired_at)
+      : await mailView(ctx, { kind: 'message', id: m.id, base: `/messages/${id}` }));
 }

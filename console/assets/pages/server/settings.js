@@ -18,7 +18,7 @@ export async function settings(ctx) {
       section('Current settings', null, table([
         { label: 'Setting', render: (r) => r[0] }, { label: 'Value', render: (r) => r[1] },
       ], [['Mode', srv.mode], ['Track opens', srv.track_opens ? 'yes' : 'no'], ['Track clicks', srv.track_clicks ? 'yes' : 'no'],
-        ['Keep messages', `${srv.message_retention_days} days`], ['Suspended', srv.suspended ? 'yes' : 'no']], { caption: 'Settings' })),
+        ['Keep messages', `${srv.message_retention_days} days`], ['Keep content', `${srv.content_retention_days} days`], ['Suspended', srv.suspended ? 'yes' : 'no']], { caption: 'Settings' })),
       reputationCard(rep));
   }
   // A pause by the reputation guard is lifted by instance admins only (the API says 403).
@@ -36,11 +36,15 @@ export async function settings(ctx) {
         { name: 'track_clicks', label: 'Track clicks (links are rewritten)', type: 'checkbox', value: srv.track_clicks },
         { name: 'message_retention_days', label: 'Keep messages for (days)', type: 'number', value: srv.message_retention_days,
           help: 'Older messages, their raw source and tracking are deleted; statistics stay.' },
+        { name: 'content_retention_days', label: 'Keep content for (days)', type: 'number', value: srv.content_retention_days,
+          help: 'After this the raw source and signed copy are erased ("content expired"); the record, events and statistics stay. At most the days messages are kept.' },
       ],
       submit: 'Save settings',
       onSubmit: async (v) => {
         const days = Number(v.message_retention_days);
-        await patch(base, { ...v, message_retention_days: Number.isFinite(days) && v.message_retention_days !== '' ? days : undefined });
+        const content = Number(v.content_retention_days);
+        await patch(base, { ...v, message_retention_days: Number.isFinite(days) && v.message_retention_days !== '' ? days : undefined,
+          content_retention_days: Number.isFinite(content) && v.content_retention_days !== '' ? content : undefined });
         saved.replaceChildren(notice('Saved.', 'success'));
       },
     })),
@@ -55,6 +59,7 @@ export async function settings(ctx) {
         submit: 'Suspend sending',
         onSubmit: async (v) => { await post(`${base}/suspend`, v.reason ? v : {}); ctx.render(); },
       })),
+    ctx.can('data.remove') ? dataRemovalSection(ctx, base) : null,
     section('Danger zone', null, actionButton('Delete server', async () => {
       await del(base); ctx.go(`/orgs/${enc(ctx.params.org)}`);
     }, { kind: 'danger', confirm: `Delete ${srv.name} with its domains, credentials and messages? This cannot be undone.` })));
@@ -237,4 +242,30 @@ export async function suppressions(ctx) {
     section('Import and export', h('span', { class: 'actions' }, exportButton, exported),
       h('p', { class: 'help' }, `Export: the list as CSV (address, reason, stream, origin, details, created_at, expires_at), with the filters above.${manage ? ` Import: up to ${IMPORT_MAX.toLocaleString()} addresses a request; addresses already suppressed for that stream are skipped.` : ''}`),
       importResult, importForm));
+}
+
+// A data subject's request: one address's messages lose their content and personal fields
+// on this server or every server of the organization (POST …/data_removal); the answer's
+// counts are shown as the record of what was done.
+function dataRemovalSection(ctx, base) {
+  const result = h('div', { 'aria-live': 'polite', class: 'data-removal-result' });
+  const orgBase = `/admin/organizations/${enc(ctx.params.org)}`;
+  return section('Remove a recipient’s data', null,
+    h('p', { class: 'help' }, 'Erases the content of the messages to (or from) this address and removes the address, subjects, metadata, event details, remote replies, tracking IPs and webhook history that name it. Statistics stay. Cannot be undone.'),
+    form({
+      fields: [
+        { name: 'address', label: 'Email address', type: 'email', required: true, placeholder: 'person@example.com' },
+        { name: 'scope', label: 'Where', type: 'select', value: 'server', options: [['server', 'This server'], ['organization', 'Every server of the organization']] },
+        { name: 'keep_suppression', label: 'Keep it suppressed (stored as a hash, not the address)', type: 'checkbox', value: true },
+      ],
+      submit: 'Remove data',
+      onSubmit: async (v) => {
+        if (!window.confirm(`Remove everything stored about ${v.address}? This cannot be undone.`)) return;
+        const path = v.scope === 'organization' ? `${orgBase}/data_removal` : `${base}/data_removal`;
+        const done = (await post(path, { address: v.address, keep_suppression: !!v.keep_suppression })).data_removal;
+        const rows = Object.entries(done).filter(([k]) => !['address_hash', 'scope'].includes(k));
+        result.replaceChildren(notice(`Removed (${done.scope}, ${done.servers} server${done.servers === 1 ? '' : 's'}); recorded in the audit trail as ${done.address_hash}.`, 'success'),
+          table([{ label: 'What', render: (r) => r[0].replaceAll('_', ' ') }, { label: 'Count', class: 'num', render: (r) => String(r[1]) }], rows, { caption: 'What was removed' }));
+      },
+    }), result);
 }
