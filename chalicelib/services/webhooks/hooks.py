@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors
 from chalicelib.config import get_settings
-from chalicelib.db.models import Server, Webhook, WebhookRequest
+from chalicelib.db.models import Message, Server, Webhook, WebhookRequest
 from chalicelib.db import claims
 from chalicelib.services.messages import events
 from chalicelib.services.webhooks import payload
@@ -176,9 +176,11 @@ def send_test(db: Session, webhook: Webhook, server: Server, event: str) -> dict
             f"event: unknown event {event!r}; valid events are {', '.join(EVENTS)}",
             field="event")
     event_uuid = str(uuid_module.uuid4())
-    sample = {"id": 0, "token": "sampletoken0000", "rcpt_to": "recipient@example.com",
-              "mail_from": f"sender@{server.permalink}.example.com", "scope": "outgoing",
-              "bounce": False, "tag": None, "metadata": None}
+    # A message never stored, through the one list of a notification's message fields.
+    sample = payload.message_fields(Message(
+        id=0, token="sampletoken0000", rcpt_to="recipient@example.com",
+        mail_from=f"sender@{server.permalink}.example.com", scope="outgoing", bounce=False,
+        tag=None, metadata_json=None))
     body = payload.build_body(event, event_uuid, int(clock.timestamp()), sample,
                       f"Test notification for {event}", test=True).encode("utf-8")
     from chalicelib.services.webhooks import deliver
