@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-sqlite test-postgres migrate migration bench clean rehearse \
+.PHONY: install run check test test-sqlite test-postgres migrate migration bench clean rehearse \
 	rehearse-deps
 
 # Progress is shown step by step, then pip's own line per package (a fresh clone takes about
@@ -36,9 +36,25 @@ install: $(STAMP) $(CONSOLE_VENDOR)
 run: install
 	$(PY) -m chalicelib.local
 
+## The house rules as checks, in seconds (docs/testing.md; configured in pyproject.toml): ruff's
+## short rule set, the layering contract of chalicelib/ (import-linter), mypy on chalicelib/,
+## tests/house (no `_private` name used across modules; the lists of one fact kept as one).
+check: $(STAMP)
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/mypy
+	env -u TEST_DATABASE_URL $(PY) -m pytest -q -p no:cacheprovider tests/house
+
 ## The test suite: PostgreSQL when TEST_DATABASE_URL is set, a fresh SQLite file otherwise.
-test: install
+## `make check` runs first: a broken house rule fails before the long part.
+test: install check
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Chosen paths on PostgreSQL, as CI's first pass runs them:
+## make test-postgres PATHS="tests/delivery tests/api" [TEST_DATABASE_URL=...] [PYTEST_ARGS=-x]
+TEST_POSTGRES_URL := postgresql+pg8000://postgres@127.0.0.1:5432/test
+test-postgres: install
+	TEST_DATABASE_URL="$${TEST_DATABASE_URL:-$(TEST_POSTGRES_URL)}" $(PY) -m pytest $(PATHS) $(PYTEST_ARGS)
 
 test-sqlite: install
 	env -u TEST_DATABASE_URL $(PY) -m pytest $(PYTEST_ARGS)
@@ -69,7 +85,8 @@ migrate: install
 	$(PY) -m chalicelib.db.migrate
 
 ## A new migration from the models' changes: make migration m="what changed"
-migration: install
+## (needs only the installed venv: the stamp, not `install`, which would re-run npm)
+migration: $(STAMP)
 	rm -f /tmp/email-service-migration.db
 	$(PY) -c "import sys; from alembic import command, script; from chalicelib.db.migrate import alembic_config; \
 	cfg = alembic_config('sqlite:////tmp/email-service-migration.db'); command.upgrade(cfg, 'head'); \
@@ -80,4 +97,4 @@ bench: install
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -742,7 +742,7 @@ def _fingerprint() -> tuple:
     return tuple(map(data.get, _env_names))  # (map: half the time of a generator)
 
 
-_environ_seen: tuple | None = None  # (a copy of os.environ's backing dict, the _cache it checked)
+_environ_seen: tuple[dict, tuple[tuple, Settings]] | None = None  # (a copy of os.environ's backing dict, the _cache it checked)
 
 
 def get_settings() -> Settings:

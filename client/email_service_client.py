@@ -99,17 +99,21 @@ class EmailServiceClient:
              text_body: str | None = None, headers: dict[str, str] | None = None,
              attachments: list[dict] | None = None, tag: str | None = None,
              metadata: dict | None = None, stream: str | None = None,
-             send_at: str | None = None, idempotency_key: str | None = None) -> dict:
+             send_at: str | None = None, track_opens: bool | None = None,
+             track_clicks: bool | None = None, idempotency_key: str | None = None) -> dict:
         """POST /messages: returns ``{message_id, recipients: [{rcpt_to, id, token}]}``.
         Addresses are ``"a@b.example"``, ``"Name <a@b.example>"`` or ``{"email", "name"}``;
         attachments come from :func:`attachment`. ``send_at``: an RFC 3339 date-time to
-        schedule it (at most 30 days ahead)."""
+        schedule it (at most 30 days ahead). ``track_opens``/``track_clicks``: override the
+        domain's and server's tracking for this message (None: theirs). One keyword per field
+        of the SendRequest schema (tests/api/test_client.py checks it against openapi.json)."""
         return self.request("POST", "/api/v2/server/messages", _fields(from_, to, {
             "cc": cc and list(cc), "bcc": bcc and list(bcc),
             "reply_to": reply_to and list(reply_to), "subject": subject,
             "html_body": html_body, "text_body": text_body, "headers": headers,
             "attachments": attachments, "tag": tag, "metadata": metadata, "stream": stream,
-            "send_at": send_at}), idempotency_key=idempotency_key)
+            "send_at": send_at, "track_opens": track_opens, "track_clicks": track_clicks}),
+            idempotency_key=idempotency_key)
 
     def send_with_template(self, template: str, *, from_: Any, to: Any,
                            template_model: dict | None = None, **fields: Any) -> dict:

@@ -19,7 +19,7 @@ class ResponseMismatch(AssertionError):
 class ResponseChecker:
     def __init__(self) -> None:
         self.document = openapi.generate()
-        self.paths = {id(info): path for path, info in openapi._route_table()}
+        self.paths = {id(info): path for path, info in openapi.route_table()}
         self.validators: dict[int, object] = {}
         self.checked = 0
 

@@ -31,6 +31,7 @@ from chalicelib import errors, observability
 from chalicelib.api import json_body, query
 from chalicelib.api.auth import authenticate
 from chalicelib.api.errors import status_for
+from chalicelib.api.query import QueryParam  # by name: Call.query (a property) hides the module
 from chalicelib.api.principal import ADMIN, NONE, SERVER, SERVER_READ, SESSION, Principal  # noqa: F401  (handlers import them from here)
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope
@@ -100,7 +101,7 @@ class Call:
     principal: Principal | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
     status: int | None = None  # set by a handler whose answer's status varies (dry runs)
-    query_params: tuple[query.QueryParam, ...] = ()
+    query_params: tuple[QueryParam, ...] = ()
 
     @property
     def headers(self):
@@ -119,7 +120,7 @@ class Call:
                 params[name] = value
         return params
 
-    def _declared(self, name: str) -> query.QueryParam:
+    def _declared(self, name: str) -> QueryParam:
         for param in self.query_params:
             if param.name == name:
                 return param

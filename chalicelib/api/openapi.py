@@ -79,7 +79,7 @@ ENVELOPE_SCHEMAS: dict[str, Any] = {
 }
 
 
-def _route_table() -> list[tuple[str, framework.EndpointInfo]]:
+def route_table() -> list[tuple[str, framework.EndpointInfo]]:
     """(full path, endpoint) of every registered endpoint, importing each blueprint module."""
     from chalicelib.api import blueprints
 
@@ -250,7 +250,7 @@ def _health_operation() -> dict:
 
 
 def generate() -> dict:
-    table = _route_table()
+    table = route_table()
     bodies = {info.body for _, info in table if info.body is not None}
     bodies |= {info.body.ENTRY for _, info in table if info.array_field}
     models = sorted(bodies, key=lambda m: (m.__name__, m.__module__))

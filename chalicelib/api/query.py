@@ -9,7 +9,7 @@ parameters a client sends are ignored, as most APIs do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib import errors
@@ -111,7 +111,7 @@ def parse_datetime(name: str, raw: str | None) -> datetime | None:
         ) from None
     if value.tzinfo is not None:
         try:
-            value = (value - value.utcoffset()).replace(tzinfo=None)
+            value = (value - (value.utcoffset() or timedelta(0))).replace(tzinfo=None)
         except OverflowError:
             raise errors.ValidationError(f"{name} is out of range", field=name) from None
     return value

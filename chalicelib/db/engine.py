@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -324,7 +324,7 @@ def _datetime(value: datetime) -> str:
 # How each element of a flat list is written in PostgreSQL's array input syntax (manual,
 # 8.15.6): strings always quoted with backslashes and double quotes escaped, None the
 # unquoted NULL, bytes as a quoted hex bytea, the rest as pg8000 writes them alone.
-_ELEMENTS = {
+_ELEMENTS: dict[type, Callable[[Any], str]] = {
     str: _quoted,
     type(None): lambda _: "NULL",
     int: str,

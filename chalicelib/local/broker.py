@@ -64,7 +64,7 @@ class Broker:
 
     @property
     def address(self) -> str:
-        host, port = self._server.address
+        host, port = self._server.address  # type: ignore[str-unpack]  # (host, port): TCP
         return f"{host}:{port}:{self._authkey.hex()}"
 
     def start(self) -> "Broker":

@@ -116,7 +116,8 @@ def one(key: str, shape: type, name: str | None = None) -> type:
 
 def page(key: str, shape: type, name: str | None = None) -> type:
     """``{key: [record], pagination}``: a list answer."""
-    return _answer(name or f"{shape.__name__}Page", {key: list[shape], "pagination": Pagination},
+    return _answer(name or f"{shape.__name__}Page",  # a type built at run time:
+                   {key: list[shape], "pagination": Pagination},  # type: ignore[valid-type]
                    f"data of a page of {shape.__name__} records under {key!r}.")
 
 

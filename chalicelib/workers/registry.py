@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 @dataclass
 class QueueWorker:
     queue: str
-    process: Callable[[int], None]          # handle one wake-up for row id
+    process: Callable[[int], object]        # handle one wake-up for row id (answer unused)
     find_due: Callable[[Session, int, float], list[int]]  # (db, limit, grace) -> due row ids
     # Handle several wake-ups at once (row ids -> what happened to each); None: one by one.
     process_batch: Callable[[list[int]], dict] | None = None

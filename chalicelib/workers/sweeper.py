@@ -5,6 +5,7 @@ Each sweep also gives the reputation guard its turn (services/reputation/guard.r
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from chalicelib import clock, observability, queues
 from chalicelib.config import get_settings
@@ -40,7 +41,8 @@ def queue_lags() -> dict[str, float]:
     queue lag metric. Read from the rows (the truth), not from SQS."""
     from chalicelib.db.models import Message, WebhookRequest
 
-    models = {queues.DELIVERIES: Message, queues.INBOUND: Message, queues.WEBHOOKS: WebhookRequest}
+    models: dict[str, type[Message | WebhookRequest]] = {
+        queues.DELIVERIES: Message, queues.INBOUND: Message, queues.WEBHOOKS: WebhookRequest}
     lags: dict[str, float] = {}
     now = clock.now()
     with session_scope() as db, tenancy.across_tenants(db, "sweeper"):
@@ -48,7 +50,8 @@ def queue_lags() -> dict[str, float]:
             if queue not in models:  # a queue whose rows this does not know: no figure
                 continue
             ids = worker.find_due(db, 1, 0.0)
-            row = db.get(models[queue], ids[0]) if ids else None  # None: gone since
+            row = cast("Message | WebhookRequest | None",  # (mypy joins the two to Base)
+                       db.get(models[queue], ids[0]) if ids else None)  # None: gone since
             due = row.next_attempt_at if row is not None else None
             lags[queue] = max(0.0, (now - due).total_seconds()) if due else 0.0
     return lags

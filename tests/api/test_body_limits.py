@@ -29,7 +29,7 @@ OTHER_TOP_LEVELS = [b"[]", b'"x"', b"null", b"1", b"[" + b"{}," * 100 + b"{}]"]
 
 
 def _body_routes() -> list[tuple[str, framework.EndpointInfo]]:
-    return [(path, info) for path, info in openapi._route_table()
+    return [(path, info) for path, info in openapi.route_table()
             # A raw route without a body model reads its own (form) body: not JSON's path.
             if info.method in ("POST", "PATCH", "PUT") and (info.body or not info.raw)]
 

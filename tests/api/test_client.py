@@ -126,3 +126,37 @@ def test_idempotency_keys_scheduled_sends_cancel_and_bulk(client, tenant):
     assert client.bulk("cancel", {"tag": "sched"}, dry_run=True)["matched"] == 0
     job = client.bulk("retry")["job"]
     assert client.bulk_job(job["id"])["job"]["action"] == "retry"
+
+
+def _send_request_fields() -> set[str]:
+    """The SendRequest schema's fields as the committed openapi.json declares them."""
+    import json
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "openapi.json"), encoding="utf-8") as fh:
+        document = json.load(fh)
+    body = document["paths"]["/api/v2/server/messages"]["post"]["requestBody"]
+    ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    return set(document["components"]["schemas"][ref]["properties"])
+
+
+def test_send_has_one_keyword_per_field_of_the_send_request():
+    """send()'s keywords are the SendRequest's fields (``from_`` for ``from``) plus the
+    Idempotency-Key header: a field added to the API without the client fails here (the
+    client had drifted once: no track_opens/track_clicks)."""
+    import inspect
+
+    keywords = {name.rstrip("_") for name, p in
+                inspect.signature(EmailServiceClient.send).parameters.items()
+                if p.kind is p.KEYWORD_ONLY} - {"idempotency_key"}
+    assert keywords == _send_request_fields()
+
+
+@pytest.mark.parametrize("opens, clicks", [(True, False), (False, True)])
+def test_send_passes_the_tracking_choice(client, tenant, opens, clicks):
+    result = client.send(from_=f"app@{tenant.domain}", to="ann@example.net",  # HTML: tracked
+                         html_body='<p><a href="https://example.org/">x</a></p>',
+                         track_opens=opens, track_clicks=clicks)
+    shown = client.message(result["recipients"][0]["id"])
+    record = shown.get("message", shown)
+    assert (record["track_opens"], record["track_clicks"]) == (opens, clicks)

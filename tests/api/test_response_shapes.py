@@ -28,7 +28,7 @@ def checker(document):
 
 
 def _info(path: str, method: str) -> framework.EndpointInfo:
-    for full, info in openapi._route_table():
+    for full, info in openapi.route_table():
         if full == path and info.method == method:
             return info
     raise LookupError(path)

@@ -204,7 +204,6 @@ def test_a_long_multi_row_insert_is_scanned_once_and_runs_again_correctly(scratc
 @pytest.fixture
 def named(scratch, monkeypatch, database):
     """A fresh engine whose connections keep named statements (use_named_statements)."""
-    from sqlalchemy import create_engine
 
     from chalicelib.db import engine as engine_module
 

@@ -130,7 +130,7 @@ def test_no_tenant_reads_nothing_of_any_protected_table(world):
 
 
 def test_a_server_api_key_reads_only_its_server(world):
-    a, b = world["a"], world["b"]
+    a = world["a"]
     with session_scope() as db:
         auth.authenticate(SERVER, Request({"X-Server-API-Key": a["tenant"].api_key}), db)
         for model in (Message, Credential, Webhook):
@@ -168,7 +168,7 @@ def test_managing_an_organization_acts_for_each_of_its_servers_and_a_new_one(wor
         arms = set(conn.scalars(text("SELECT policyname FROM pg_policies WHERE tablename = "
                                      "'messages'")))
     assert "tenant_server" in arms and "by_organization" not in arms
-    a, b = world["a"], world["b"]
+    a = world["a"]
     headers = {"Authorization": f"Bearer {a['owner'].token}"}
     with session_scope() as db:
         principal = auth.authenticate(ADMIN, Request(headers), db)

@@ -95,7 +95,7 @@ def test_spf_of_the_return_path_is_the_installations_through_the_cname(api, fres
     publish(dns_zone, domain_record(api, fresh)["dns_records"], "return_path")
     spf = by_kind(check(api, fresh))["return_path_spf"]
     assert (spf["name"], spf["status"]) == (f"rp.{fresh.domain}", "missing")
-    assert "SPF none" in spf["detail"] and f"through its CNAME" in spf["detail"]
+    assert "SPF none" in spf["detail"] and "through its CNAME" in spf["detail"]
 
     for wrong, reason in [("v=spf1 ip4:192.0.2.1 -all", "does not authorise our sending "
                            f"addresses (it neither includes nor redirects to {SPF_INCLUDE})"),

@@ -18,7 +18,7 @@ def postfix_dsn(return_path: str, rcpt: str, original: bytes, *, status: str = "
     date = format_datetime(datetime(2024, 11, 29, 0, 0, tzinfo=timezone.utc))
     said = f"host {remote}[192.0.2.25] said: {reply} (in reply to RCPT TO command)"
     lines = [
-        f"Return-Path: <>",
+        "Return-Path: <>",
         f"Received: by {host} (Postfix) id 4ZkQ2x1TjXz9v; {date}",
         f"Date: {date}",
         f"From: MAILER-DAEMON@{host} (Mail Delivery System)",

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.support import Api, make_tenant, unique
+from tests.support import Api, unique
 
 ADMIN = "/api/v2/admin"
 

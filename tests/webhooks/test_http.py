@@ -5,7 +5,6 @@ another name is refused; an address that refuses the connection is skipped for t
 one connection serves consecutive POSTs."""
 from __future__ import annotations
 
-import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 

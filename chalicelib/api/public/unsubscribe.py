@@ -50,7 +50,7 @@ def unsubscribe_page(call: Call, token: str):
                  # no action: the form posts back to this page's own URL, whatever prefix
                  # (API Gateway stage, custom domain) it was reached through
                  '<form method="post">'
-                 f'<input type="hidden" name="List-Unsubscribe" value="One-Click">'
+                 '<input type="hidden" name="List-Unsubscribe" value="One-Click">'
                  "<button type=\"submit\">Unsubscribe</button></form>")
 
 

@@ -39,7 +39,7 @@ class _TemplateBatchBase(Schema):
 SHARED_FIELDS: dict[str, str] = {name: field.alias or name
                                  for name, field in SendRequest.model_fields.items()}
 
-TemplateBatchRequest = create_model(
+TemplateBatchRequest = create_model(  # type: ignore[call-overload]  # fields built at import
     "TemplateBatchRequest",
     __base__=_TemplateBatchBase,
     __doc__="""POST /messages/with_template/batch: one template, many entries.

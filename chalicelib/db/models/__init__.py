@@ -1,4 +1,8 @@
-"""All models, imported together so SQLAlchemy and Alembic see the whole schema."""
+"""All models, imported together so SQLAlchemy and Alembic see the whole schema.
+
+A new column: ``make migration m="what changed"`` writes its migration; give it a
+``server_default`` when the table is written with core statements (messages, submissions:
+INSERT ... SELECT over a row dict's keys, where a Python ``default`` never applies)."""
 from chalicelib.db.models.accounts import (AuthEvent, Invitation, Membership, OidcLogin,
                                            Passkey, PasskeyCeremony, PasswordResetToken,
                                            SmtpAuthFailure, User, UserSession)

@@ -7,12 +7,16 @@ SHA-256 hash.
 # No `from __future__ import annotations` (cold start): see chalicelib/db/base.py.
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (Boolean, DateTime, ForeignKey, Integer, LargeBinary, String, Text,
                         UniqueConstraint)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from chalicelib import clock
+if TYPE_CHECKING:  # the relationship's name, for the type checker (SQLAlchemy finds it by name)
+    from chalicelib.db.models.organizations import Organization
+
 from chalicelib.db.base import Base, BigId, Timestamps, uuid_column
 
 
@@ -54,7 +58,7 @@ class Membership(Timestamps, Base):
     role: Mapped[str] = mapped_column(String(16), nullable=False)  # owner, admin, member, viewer
 
     user: Mapped[User] = relationship(back_populates="memberships")
-    organization: Mapped["Organization"] = relationship()  # noqa: F821
+    organization: Mapped["Organization"] = relationship()
 
 
 class Invitation(Timestamps, Base):
@@ -72,7 +76,7 @@ class Invitation(Timestamps, Base):
     accepted_at: Mapped[datetime | None] = mapped_column(DateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime())
 
-    organization: Mapped["Organization"] = relationship()  # noqa: F821
+    organization: Mapped["Organization"] = relationship()
 
 
 class UserSession(Base):

@@ -69,6 +69,10 @@ class Submission(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
 
 
+# A new column of Message (or Submission) needs a ``server_default`` as well as any ``default``:
+# on PostgreSQL, services/sending/store.py writes these rows with INSERT ... SELECT over the
+# keys of the row dicts it builds, so a Python ``default`` never applies to a column the dict
+# does not name (docs/architecture.md, "Adding a field").
 class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (

@@ -70,6 +70,8 @@ from chalicelib.config import get_settings
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import DeliveryDestination, DeliveryLease
 from chalicelib.services.delivery import smtp, writes
+from chalicelib.services.failures import enhanced_status
+from chalicelib.services.failures.rules import GREYLISTING
 
 D, L = DeliveryDestination.__table__, DeliveryLease.__table__
 EPOCH = datetime(1970, 1, 1)
@@ -147,10 +149,11 @@ def is_throttle(outcome: smtp.Outcome) -> bool:
     """A reply saying "too fast, try later": 421, or a 4xx whose enhanced status is 4.7.x."""
     if outcome.status != smtp.SOFT or outcome.code is None:
         return False
-    text = (outcome.output or "").lower()
-    if "greylist" in text or "graylist" in text:
+    text = outcome.output or ""
+    if GREYLISTING.search(text):  # the words of failures' "greylisted" rule
         return False
-    return outcome.code == 421 or (400 <= outcome.code < 500 and text.startswith("4.7."))
+    return outcome.code == 421 or (400 <= outcome.code < 500
+                                   and (enhanced_status(text) or "").startswith("4.7."))
 
 
 @dataclass

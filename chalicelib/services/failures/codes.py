@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
-# Not a piece of a dotted IP address or version ("10.5.1.1", "4.4.1.2").
-ENHANCED = re.compile(r"(?<![\w.])([245])\.(\d{1,3})\.(\d{1,3})(?!\.?\d)")
+# Not a piece of a dotted IP address or version ("10.5.1.1", "4.4.1.2"). The shape for the
+# given classes; ENHANCED (any class) and FAILURE_STATUS (4 or 5: bounce_text's reply line).
+_ENHANCED_SHAPE = r"(?<![\w.])([{classes}])\.(\d{{1,3}})\.(\d{{1,3}})(?!\.?\d)"
+ENHANCED = re.compile(_ENHANCED_SHAPE.format(classes="245"))
+FAILURE_STATUS = _ENHANCED_SHAPE.format(classes="45")  # a pattern's text, to compose
 # A basic code where replies put it: at a line's start, after "smtp;", "said:", "#", "(" or
 # a quote; then anywhere as a word followed by a space or a hyphen.
 _BASIC_PLACED = re.compile(

@@ -16,6 +16,12 @@ def _rx(*alternatives: str) -> re.Pattern:
     return re.compile("|".join(f"(?:{a})" for a in alternatives), re.I)
 
 
+# The words that name greylisting (the rule "greylisted" below, and delivery's pacing, which
+# does not take a greylisting 4xx for a throttle).
+GREYLISTING_WORDS = (r"gr[ae]y-?list", r"gr[ae]y ?listing", r"postgrey")
+GREYLISTING = _rx(*GREYLISTING_WORDS)
+
+
 # (reason, pattern), most specific first.
 TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
     # The envelope sender, not the recipient: before the address rules ("sender address
@@ -183,8 +189,7 @@ TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
         r"exceeds (?:the )?(?:maximum|max|allowed|fixed) (?:message )?size",
         r"message (?:file )?too big", r"mail size", r"size exceeds",
         r"maximum (?:incoming |allowed )?(?:message|mail) size")),
-    ("greylisted", _rx(
-        r"gr[ae]y-?list", r"gr[ae]y ?listing", r"postgrey", r"try again in \d+ (?:seconds|minutes)")),
+    ("greylisted", _rx(*GREYLISTING_WORDS, r"try again in \d+ (?:seconds|minutes)")),
     ("rate_limited", _rx(
         r"rate limit", r"rate-limit", r"too many (?:connections|concurrent|messages|mails|"
         r"sessions|simultaneous|recipients this|emails|requests)",

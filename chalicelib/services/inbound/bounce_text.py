@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from chalicelib.services.failures import codes
+
 if TYPE_CHECKING:
     from email.message import Message as EmailMessage
 
@@ -110,7 +112,7 @@ def failed(msg: EmailMessage, words: str) -> bool:
     return bool(_FAILED.search(str(msg.get("Subject") or "") + "\n" + words))
 
 
-_REPLY_LINE = re.compile(r"^.*?(?<![\d.])[45]\d\d[ -].*$|^.*\b[45]\.\d{1,3}\.\d{1,3}\b.*$",
+_REPLY_LINE = re.compile(r"^.*?(?<![\d.])[45]\d\d[ -].*$|^.*" + codes.FAILURE_STATUS + ".*$",
                          re.M)
 
 

@@ -20,6 +20,8 @@ from chalicelib.services.messages import events
 
 
 def message_fields(message: Message) -> dict:
+    """``payload.message`` of a notification: the one list of its fields (the test send's
+    sample goes through it too; docs/api.md, Webhooks, names them)."""
     return {"id": message.id, "token": message.token, "rcpt_to": message.rcpt_to,
             "mail_from": message.mail_from, "scope": message.scope, "bounce": message.bounce,
             "tag": message.tag, "metadata": message.metadata_json}

@@ -2,7 +2,7 @@
 MTA-STS policy cache (not tenant data: public policies of recipient domains)
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0013
 Create Date: 2026-11-26 06:42:51.755909
 """
 from alembic import op

@@ -1,7 +1,7 @@
 """mail frames; messages sized by the bytes they were sent as
 
 Revision ID: 0014
-Revises: 0007
+Revises: 0012
 Create Date: 2026-11-26 06:41:16.320600
 """
 from alembic import op
