@@ -61,12 +61,12 @@ def remove(db: Session, server_ids: list[int], address: str, *,
     in_servers = Message.server_id.in_(server_ids)
     matches = or_(func.lower(func.trim(Message.rcpt_to)) == a,
                   func.lower(func.trim(Message.mail_from)) == a)
-    rows = db.execute(select(Message.id, Message.status).where(in_servers, matches)).all()
+    rows = list(db.execute(select(Message.id, Message.status).where(in_servers, matches)).all())
     # Bounces and complaints stored about those messages quote the address.
     about = [r.id for r in rows]
     for chunk in _chunks(about):
-        rows += db.execute(select(Message.id, Message.status).where(
-            in_servers, Message.original_message_id.in_(chunk))).all()
+        rows.extend(db.execute(select(Message.id, Message.status).where(
+            in_servers, Message.original_message_id.in_(chunk))).all())
     found = {r.id: r.status for r in rows}
     pending = [i for i, s in found.items() if s in PENDING_STATUSES]
     ids = sorted(i for i, s in found.items() if s not in PENDING_STATUSES)
