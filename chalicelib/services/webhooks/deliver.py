@@ -140,25 +140,25 @@ def process(row_id: int) -> str:
     """
     worker = claims.worker_id()
     settings = get_settings()
-    with get_engine(settings.database_url).connect() as conn:
-        row_locks = conn.dialect.name == "postgresql"
-        transaction = conn.begin()
-        try:
-            job = _claim(conn, row_id, worker, row_locks, settings)
+    engine = get_engine(settings.database_url)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn, conn.begin():  # rolled back on any error
+            job = _claim(conn, row_id, worker, True, settings)
             if isinstance(job, str):
-                transaction.commit()
                 return job
-            if not row_locks:
-                transaction.commit()
             outcome = attempt_job(job, settings)
-            if not row_locks:
-                transaction = conn.begin()
-            result, delay = _record(conn, row_id, worker, job, outcome, row_locks, settings)
-            transaction.commit()
-        except BaseException:
-            if transaction.is_active:
-                transaction.rollback()
-            raise
+            result, delay = _record(conn, row_id, worker, job, outcome, True, settings)
+    else:
+        # The connection goes back to the pool during the POST: with many POSTs in flight
+        # (concurrency.py) none waits for a connection that another holds while it waits.
+        with engine.connect() as conn, conn.begin():
+            job = _claim(conn, row_id, worker, False, settings)
+        if isinstance(job, str):
+            return job
+        outcome = attempt_job(job, settings)
+        with engine.connect() as conn, conn.begin():
+            tenancy.act(conn, tenancy.for_server(job.server_id))
+            result, delay = _record(conn, row_id, worker, job, outcome, False, settings)
     if delay is not None:
         queues.enqueue(QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
     observability.count("webhook_succeeded" if outcome.success else "webhook_failed")
