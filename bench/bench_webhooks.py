@@ -169,6 +169,7 @@ def measure(delay_ms: float = 100.0, n: int = 400, concurrency: int | None = Non
         os.environ.pop("WEBHOOKS_CONCURRENCY", None)
     else:
         os.environ["WEBHOOKS_CONCURRENCY"] = str(concurrency)
+    os.environ["WORKER_THREADS"] = str(threads)  # (sizes the kept connections per receiver)
     used = get_settings().webhooks_concurrency
     http.close_all()  # no connection kept from an earlier measurement
     with Receiver([Reply(200, delay=delay_ms / 1000.0)]) as receiver:

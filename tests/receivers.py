@@ -51,6 +51,12 @@ class Recorded:
 HOLD_LIMIT = 60.0
 
 
+class _Server(ThreadingHTTPServer):
+    # A real receiver's listen backlog, not socketserver's 5: many clients connecting at once
+    # would otherwise overflow the accept queue and see connections reset.
+    request_queue_size = 128
+
+
 class Receiver:
     def __init__(self, script=(200,), host: str = "127.0.0.1", answer=None):
         self._script = [s if isinstance(s, Reply) else Reply(int(s)) for s in script] or [Reply()]
@@ -103,7 +109,7 @@ class Receiver:
             def log_message(self, *args):  # quiet
                 pass
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server = _Server((host, 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://{host}:{self.port}/hook"

@@ -64,7 +64,6 @@ def test_a_batch_delivers_every_row_once_in_order(api, tenant, private_targets):
         assert len(rx.requests) == 4
 
 
-@postgres_only
 def test_a_failed_event_keeps_the_later_events_of_its_message_behind_it(
         api, tenant, private_targets):
     # The first event fails (whenever it arrives: the other message's may come first).

@@ -41,7 +41,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 
 from chalicelib import clock, queues
 from chalicelib.config import get_settings
-from chalicelib.db import get_engine, tenancy
+from chalicelib.db import claims, get_engine, tenancy
 from chalicelib.services.webhooks import concurrency
 from chalicelib.services.webhooks import deliver as single
 from chalicelib.services.webhooks.deliver import HOOK, LOG, REQ
@@ -72,21 +72,74 @@ def process_batch(row_ids: list[int]) -> dict[int, str]:
 
 
 def _each(engine, ids: list[int], settings) -> dict[int, str]:
-    """Not PostgreSQL: every row through ``deliver.process`` (its own claim, attempt and
-    outcome), the lanes side by side (``concurrency.py``)."""
+    """Not PostgreSQL (SQLite: an open transaction holds the database's write lock, so none
+    stays open during the POSTs): the batch's rows are claimed in one short transaction
+    (``locked_by``, as ``deliver.process`` claims one), posted in lanes side by side, and
+    their outcomes written in a second one, each change guarded by our ``locked_by``
+    (``deliver._record``'s rules: a row taken over after a claim expiry is not ours)."""
+    worker = claims.worker_id()
+    now = clock.now()
+    results: dict[int, str] = {}
     with engine.connect() as conn, conn.begin():
         with tenancy.across_tenants(conn, "webhook-claim"):
-            keys = {row.id: (row.webhook_id, row.message_id) for row in conn.execute(
-                select(REQ.c.id, REQ.c.webhook_id, REQ.c.message_id)
-                .where(REQ.c.id.in_(ids)))}
+            claimed = {row.id for row in conn.execute(
+                update(REQ).where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
+                                  single.unclaimed_at(now, settings), single.HOOK_ENABLED)
+                .values(locked_by=worker, locked_at=now, woken_at=None).returning(REQ.c.id))}
+            rows = conn.execute(
+                select(REQ.c.id, REQ.c.message_id, *single.JOB_COLUMNS, *single.HOOK_COLUMNS)
+                .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+                .where(REQ.c.id.in_(claimed)).order_by(REQ.c.id)).all() if claimed else []
+            for row_id in ids:
+                if row_id not in claimed:
+                    results[row_id] = single.not_claimed(conn, row_id, now, False, settings)
+    failed: dict[tuple, bool] = {}  # (webhook, message) of a failed event: one lane's key
 
-    def lane_key(row_id: int):
-        key = keys.get(row_id)
-        return key if key is not None and key[1] is not None else None
+    def deliver(lane: list) -> list[tuple]:
+        done = []
+        for row in lane:
+            key = (row.webhook_id, row.message_id)
+            if row.message_id is not None and key in failed:
+                done.append((row, None, None))  # behind the failed one: moved, not sent
+                continue
+            job = single.Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
+                              row.attempts + 1, row.url, row.sign, row.headers_encrypted,
+                              row.last_used_at)
+            outcome = single.attempt_job(job, settings)
+            if not outcome.success:
+                failed[key] = True
+            done.append((row, job, outcome))
+        return done
 
-    done = concurrency.run_lanes(sorted(ids), lane_key,
-                                 lambda lane: [(i, single.process(i)) for i in lane], settings)
-    return dict(done)
+    attempts = concurrency.run_lanes(rows, _lane_key, deliver, settings)
+    wakeups: list[tuple[int, float]] = []
+    reports = []
+    with engine.connect() as conn, conn.begin():
+        tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
+        retried_at: dict[tuple, object] = {}
+        for row, job, outcome in sorted(attempts, key=lambda done: done[0].id):
+            key = (row.webhook_id, row.message_id)
+            if job is None:
+                next_at = retried_at.get(key)
+                if next_at is None:  # the failed one was dropped or is not ours: let go
+                    next_at = clock.now()
+                conn.execute(update(REQ).where(REQ.c.id == row.id, REQ.c.locked_by == worker)
+                             .values(next_attempt_at=next_at, locked_by=None, locked_at=None))
+                wakeups.append((row.id, (next_at - clock.now()).total_seconds()))
+                results[row.id] = "after-earlier-event"
+                continue
+            result, delay = single.record(conn, row.id, worker, job, outcome, settings)
+            results[row.id] = result
+            if delay is not None:
+                wakeups.append((row.id, delay))
+                # (at or after the moment record() chose: later events wait at least as long)
+                retried_at[key] = clock.now() + timedelta(seconds=delay)
+            reports.append((row.id, job, outcome, result))
+    for row_id, delay in wakeups:  # after the commit: the rows are visible
+        queues.enqueue(single.QUEUE, row_id, min(max(delay, 0.0), queues.SQS_MAX_DELAY))
+    for report in reports:
+        single.report(*report)
+    return results
 
 
 def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[int]:
