@@ -15,6 +15,7 @@ import pytest
 
 from chalicelib import observability
 from chalicelib.services.webhooks import batch as webhook_batch
+from chalicelib.services.webhooks import deliver as single
 from tests.receivers import Receiver, Reply
 from tests.webhooks.helpers import create_webhook, log_rows, queue_rows
 from tests.webhooks.test_batch import _events
@@ -45,10 +46,14 @@ def test_a_batch_to_a_slow_receiver_is_posted_side_by_side(api, tenant):
 def test_keep_alive_connections_are_shared_by_the_pool_threads(api, tenant):
     with Receiver([Reply(200, delay=0.1)]) as rx:
         hook = create_webhook(api, tenant, rx.url)
+        # A lone wake-up first (posted in the worker thread): the receiver's pool it makes
+        # must keep as many connections as the batches after it have POSTs in flight.
+        [lone] = _one_event_each(tenant, hook["id"], 1)
+        assert single.process(lone) == "delivered"
         for _ in range(3):
             ids = _one_event_each(tenant, hook["id"], 10)
             assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
-        assert len(rx.requests) == 30 and rx.max_in_flight > 1
+        assert len(rx.requests) == 31 and rx.max_in_flight > 1
         # Never more connections than POSTs in flight at once (a batch: 10), however many
         # threads of the pool took the later batches' rows: they reuse the kept ones.
         assert rx.connections <= 10
