@@ -306,6 +306,11 @@ KEYS: tuple[Key, ...] = (
          "Allow webhook and endpoint URLs, and MTA-STS policy hosts, that resolve to loopback "
          "or private addresses."),
     _env("WEBHOOKS_TIMEOUT_SECONDS", 15.0, float, "Per-attempt timeout of a webhook delivery."),
+    _env("WEBHOOKS_CONCURRENCY", 40, _at_least(1),
+         "Webhook POSTs in flight at once per worker process (per Lambda container): a batch's "
+         "rows go out together over keep-alive connections per receiver, one message's events "
+         "to one webhook still one after another. 1: each worker thread posts its batch one "
+         "row at a time (the behaviour before)."),
     _env("DELIVERY_MAX_ATTEMPTS", 18, int, "Delivery attempts of an outgoing message before HardFail."),
     _env("DELIVERY_RETRY_SCHEDULE", "", str,
          "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
@@ -573,6 +578,7 @@ class Settings(BaseModel):
     time_scale: float
     webhooks_allow_private_targets: bool
     webhooks_timeout_seconds: float
+    webhooks_concurrency: int
     delivery_max_attempts: int
     delivery_retry_schedule: str
     delivery_timeout_seconds: float
