@@ -30,7 +30,7 @@ def private_targets(monkeypatch):
     monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "true")
 
 
-def _events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
+def emit_events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
     """Emit ``plan`` ((message index, event) in order) with the stack's wake-ups dropped, so
     only the test's batch delivers; returns the queue row ids in emission order."""
     messages: dict[int, int] = {}
@@ -46,7 +46,7 @@ def _events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
 def test_a_batch_delivers_every_row_once_in_order(api, tenant, private_targets):
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
-        ids = _events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
+        ids = emit_events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
                                            (0, "MessageSent"), (2, "MessageHeld")])
         results = webhook_batch.process_batch(ids + [ids[1], 99999999])
         assert [results[i] for i in ids] == ["delivered"] * 4 and results[99999999] == "gone"
@@ -69,7 +69,7 @@ def test_a_failed_event_keeps_the_later_events_of_its_message_behind_it(
     # The first event fails (whenever it arrives: the other message's may come first).
     with Receiver(answer=lambda r: 500 if r.json()["event"] == "MessageDelayed" else 200) as rx:
         hook = create_webhook(api, tenant, rx.url)
-        first, later, other = _events(tenant, hook["id"], [
+        first, later, other = emit_events(tenant, hook["id"], [
             (0, "MessageDelayed"), (0, "MessageSent"), (1, "MessageSent")])
         results = webhook_batch.process_batch([first, later, other])
         assert results == {first: "retry", later: "after-earlier-event", other: "delivered"}
@@ -89,7 +89,7 @@ def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, priva
                                                                monkeypatch):
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
-        ids = _events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
+        ids = emit_events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
         real = single.attempt_job
         calls = []
 
@@ -123,7 +123,7 @@ def test_a_worker_killed_mid_batch_leaves_claimed_rows_to_the_claim_expiry(
         api, tenant, private_targets, monkeypatch):
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
-        ids = _events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
+        ids = emit_events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
         real = single.attempt_job
         calls = []
 

@@ -18,7 +18,7 @@ from chalicelib.services.webhooks import batch as webhook_batch
 from chalicelib.services.webhooks import deliver as single
 from tests.receivers import Receiver, Reply
 from tests.webhooks.helpers import create_webhook, log_rows, queue_rows
-from tests.webhooks.test_batch import _events
+from tests.webhooks.test_batch import emit_events
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def private_targets(monkeypatch):
 
 
 def _one_event_each(tenant, hook_id: int, count: int) -> list[int]:
-    return _events(tenant, hook_id, [(i, "MessageSent") for i in range(count)])
+    return emit_events(tenant, hook_id, [(i, "MessageSent") for i in range(count)])
 
 
 def test_a_batch_to_a_slow_receiver_is_posted_side_by_side(api, tenant):
@@ -84,7 +84,7 @@ def test_one_messages_events_stay_in_order_while_others_overlap(api, tenant):
         hook = create_webhook(api, tenant, rx.url)
         plan = [(0, "MessageDelayed")] + [(i, "MessageSent") for i in range(1, 6)] + \
             [(0, "MessageDelayed"), (0, "MessageSent")]
-        ids = _events(tenant, hook["id"], plan)
+        ids = emit_events(tenant, hook["id"], plan)
         assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
         seen = [(r.json()["payload"]["message"]["id"], r.json()["event"]) for r in rx.requests]
         message_0 = next(m for m, e in seen if e == "MessageDelayed")
@@ -141,7 +141,7 @@ def test_every_post_of_a_batch_writes_its_attempt_line(api, tenant, monkeypatch)
         with Receiver(answer=lambda r: 500 if r.json()["event"] == "MessageDelayed"
                       else 200) as rx:
             hook = create_webhook(api, tenant, rx.url)
-            ids = _events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
+            ids = emit_events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
                                                (2, "MessageSent")])
             webhook_batch.process_batch(ids)
     finally:
