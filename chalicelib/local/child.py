@@ -81,6 +81,12 @@ def _work(port, stopped: StopRequest) -> None:
     stopped.wait()
     for thread in threads:  # each ends within a take's timeout
         thread.join()
+    from chalicelib.services.delivery import pacing
+
+    try:  # idle SMTP sessions closed, their destinations' connection slots given back
+        pacing.release_idle(everything=True)
+    except Exception:  # noqa: BLE001  (the database gone: the slots' leases lapse)
+        log.exception("giving back idle delivery sessions' slots failed")
 
 
 def _push_counts(stopped: StopRequest) -> None:

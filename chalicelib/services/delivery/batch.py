@@ -12,10 +12,13 @@ What a batch changes
   first write, its in-flight marker right before DATA (or its outcome, when it never gets
   there: suppressed, DNS failure, refused at MAIL or RCPT). SQLite commits the claim at once
   (its write lock would stop every other writer during the network I/O).
-* **One connection per destination.** Claimed messages are worked through sorted by
-  recipient domain, so consecutive messages for one destination go over one SMTP session
-  (``smtp.py`` keeps it, with RSET between messages; a dropped session or a 421
-  is replaced by a fresh one before anything of the next message is sent).
+* **Destinations side by side.** Claimed messages are grouped by recipient domain; each
+  domain's messages go, in order, over one SMTP session (``smtp.py`` keeps it, with RSET
+  between messages when needed; a dropped session or a 421 is replaced by a fresh one
+  before anything of the next message is sent), while the batch's other domains run beside
+  it on the process's delivery I/O pool (``concurrency.py``, DELIVERY_CONCURRENCY), each on
+  a database session of its own. Then the claim is committed before they start (below, the
+  merged claim applies to a batch of one domain, or DELIVERY_CONCURRENCY=1).
 * **One connection slot per destination.** Each message is admitted by per-destination
   pacing (``pacing.py``) before it is sent; the worker takes the destination's connection
   slot with the first and keeps it for the consecutive messages to it, giving it back when
