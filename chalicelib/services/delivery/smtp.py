@@ -361,7 +361,7 @@ def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcp
     if session.problem:  # testing mode: a new session or a reused one, reported each time
         refusals.append(session.problem)
     smtp = session.smtp
-    broken = completed = stale = False
+    broken = completed = stale = abandoned = False
     try:
         if smtp.pipelining():
             completed = _pipelined(smtp, outcome, mail_from, rcpt_to, data, before_data,
@@ -395,7 +395,7 @@ def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcp
         stale = True  # the caller closes it and opens a fresh one
         raise
     except _Abandon:
-        broken = True
+        abandoned = True
     except (OSError, smtplib.SMTPException) as exc:
         broken = True
         outcome.status = SOFT
@@ -404,13 +404,17 @@ def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcp
         outcome.details = f"connection to {outcome.host} failed during the " \
                           f"{outcome.stage} stage: {_describe(exc)}"
     except BaseException:
-        broken = True  # before_data raised after a pipelined 354: the session cannot go on
+        # before_data raised (after a pipelined 354 the session is in its DATA state: a QUIT
+        # would be read as content): the connection is dropped, nothing more said.
+        abandoned = True
         raise
     finally:
         # A session that answered (even a refusal) serves the next message; one
         # that failed or is closing (421) does not.
         if stale:
             pass
+        elif abandoned:
+            smtp.close()
         elif not broken and outcome.code is not None and outcome.code != 421:
             _keep(key, session, completed, slot)
         else:
