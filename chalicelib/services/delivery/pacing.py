@@ -14,7 +14,11 @@ state is one row of ``delivery_destinations``, shared through the database, so e
   slot (``active`` + 1, with a ``delivery_leases`` row that lapses after
   CLAIM_TIMEOUT_SECONDS, so a worker that dies gives its slot back when the destination runs
   out) before connecting, and keeps it for the consecutive messages of a batch to that
-  destination (they share one SMTP session).
+  destination (they share one SMTP session). When the worker is done with the destination
+  its session stays open, idle, and keeps the slot (``sessions.py``: parked, adopted by the
+  process's next run there without a statement; closed and the slot given back after
+  DELIVERY_SESSION_IDLE_SECONDS, or at once when a run of the process finds no free slot),
+  so the limit counts idle sessions too.
 * **Messages a minute.** ``per_minute`` (0: none), as the generic cell rate algorithm: a
   message may go when the destination's theoretical arrival time is at most a tolerance
   ahead of now (a burst of 10 seconds' worth), and moves it on by 60/per_minute seconds.
