@@ -13,7 +13,7 @@ from chalicelib.db.models import Message
 from chalicelib.services.delivery import process as worker, recorder as recording, smtp
 from chalicelib.workers import dispatch
 from tests.sending.test_sending import message, rcpt, wait_status
-from tests.delivery.test_worker import _deliveries, _make_due, _park
+from tests.delivery.test_worker import deliveries_of, make_due, park_message
 from tests.support import all_tenants, unique, wait_for
 
 
@@ -21,21 +21,21 @@ class WorkerDied(BaseException):
     """Raised to stop a worker dead: nothing after it runs, as with SIGKILL."""
 
 
-class _Dropped:
+class DroppedQueue:
     def send(self, queue, body, delay_seconds=0):
         pass
 
 
-def _parked(db, api, tenant, count: int, addresses: list[str] | None = None
+def park_many(db, api, tenant, count: int, addresses: list[str] | None = None
             ) -> tuple[list[int], list[str]]:
     """Due messages that only the test's own batch will wake (their submission's wake-ups
     are dropped, so the stack's workers cannot race the test for them)."""
     addresses = addresses or [rcpt(f"batch{i}") for i in range(count)]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(queues, "_port", _Dropped())
-        ids = [_park(db, api, tenant, to) for to in addresses]
+        patch.setattr(queues, "_port", DroppedQueue())
+        ids = [park_message(db, api, tenant, to) for to in addresses]
     for message_id in ids:
-        _make_due(message_id)
+        make_due(message_id)
     return ids, addresses
 
 
@@ -46,7 +46,7 @@ def _claim(message_id: int):
 
 
 def test_batch_sends_each_once_on_one_session_and_records_each(api, tenant, mx, db):
-    ids, addresses = _parked(db, api, tenant, 5)
+    ids, addresses = park_many(db, api, tenant, 5)
     # A duplicate wake-up in the same batch and one for a row that is gone change nothing.
     results = worker.process_batch(ids + [ids[0], 99999999])
     assert results == {**{i: "Sent" for i in ids}, 99999999: "nothing-to-do"}
@@ -73,7 +73,7 @@ def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, t
     # is for another domain, sorted after the first: the 421 puts recipient.example into
     # backoff, see test_pacing.py.)
     addresses = [rcpt(f"batch{i}") for i in range(3)] + [f"{unique('batch3')}@recipient2.example"]
-    ids, addresses = _parked(db, api, tenant, 4, addresses)
+    ids, addresses = park_many(db, api, tenant, 4, addresses)
     mx.script = ["250", "rcpt:550 5.1.1 no such user", "421 4.3.2 closing"]
     results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["Sent", "HardFail", "SoftFail", "Sent"]
@@ -90,7 +90,7 @@ def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, t
     assert [len(mx.received_for(to)) for to in addresses] == [1, 0, 1, 1]
 
 
-def _kill_and_recover(api, tenant, mx, ids, addresses):
+def kill_and_recover(api, tenant, mx, ids, addresses):
     """After the kill: wait for the claims to expire; the sweeper wakes every row again."""
     clock.advance(timedelta(seconds=2000))
     for message_id in ids:
@@ -101,7 +101,7 @@ def _kill_and_recover(api, tenant, mx, ids, addresses):
 
 def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, db,
                                                               monkeypatch):
-    ids, addresses = _parked(db, api, tenant, 5)
+    ids, addresses = park_many(db, api, tenant, 5)
     real_send = smtp.send
     calls = []
 
@@ -119,12 +119,12 @@ def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, d
     # Right after the kill: the 2nd outcome was written with the 3rd marker; the 3rd is in
     # flight; the 4th and 5th are still claimed and untouched.
     assert [_claim(i)[0] for i in ids] == ["Sent", "Sent", "Pending", "Pending", "Pending"]
-    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+    assert [[d.status for d in deliveries_of(i)] for i in ids] == \
         [["Sent"], ["Sent"], ["InFlight"], [], []]
     assert all(_claim(i)[1] is not None for i in ids[2:])
     assert worker.process(ids[3]) == "claimed-elsewhere"  # nobody touches a live claim
 
-    shown = _kill_and_recover(api, tenant, mx, ids, addresses)
+    shown = kill_and_recover(api, tenant, mx, ids, addresses)
     assert [m["status"] for m in shown] == ["Sent", "Sent", "Held", "Sent", "Sent"]
     assert "unknown" in shown[2]["status_details"]
     assert [d["status"] for d in shown[2]["deliveries"]] == ["Unknown"]
@@ -133,7 +133,7 @@ def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, d
 
 
 def test_worker_killed_before_a_messages_data_mid_batch(api, tenant, mx, db, monkeypatch):
-    ids, addresses = _parked(db, api, tenant, 4)
+    ids, addresses = park_many(db, api, tenant, 4)
     real_mark = recording.Recorder.mark_in_flight
     marks = []
 
@@ -147,11 +147,11 @@ def test_worker_killed_before_a_messages_data_mid_batch(api, tenant, mx, db, mon
     with pytest.raises(WorkerDied):
         worker.process_batch(ids)
     monkeypatch.setattr(recording.Recorder, "mark_in_flight", real_mark)
-    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+    assert [[d.status for d in deliveries_of(i)] for i in ids] == \
         [["Sent"], ["InFlight"], [], []]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 0, 0]
 
-    shown = _kill_and_recover(api, tenant, mx, ids, addresses)
+    shown = kill_and_recover(api, tenant, mx, ids, addresses)
     # The 2nd was accepted but its outcome died with the worker: held as Unknown, never
     # resent. The 3rd never reached DATA: simply sent now, like the 4th.
     assert [m["status"] for m in shown] == ["Sent", "Held", "Sent", "Sent"]
@@ -202,7 +202,7 @@ def test_an_sqs_batch_reaches_the_lambda_handler_as_one_delivery_batch(api, tena
 
     import app as app_module
 
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     batches = []
     real = worker.process_batch
 

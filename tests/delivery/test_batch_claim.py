@@ -10,9 +10,9 @@ from tests.support import all_tenants
 from chalicelib.db.models import Message
 from chalicelib.services.delivery import attempt, process as worker, recorder as recording, steps
 from tests.conftest import TEST_DATABASE_URL
-from tests.delivery.test_batch import WorkerDied, _parked
+from tests.delivery.test_batch import WorkerDied, park_many
 from tests.sending.test_sending import message
-from tests.delivery.test_worker import _deliveries
+from tests.delivery.test_worker import deliveries_of
 
 pytestmark = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
                                 reason="SQLite commits the claim at once (no lock held "
@@ -26,7 +26,7 @@ def _claims(ids: list[int]) -> list[str | None]:
 
 
 def test_the_claim_commits_with_the_first_marker(api, tenant, mx, db, monkeypatch):
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     real_mark = recording.Recorder.mark_in_flight
     seen: list[list] = []
 
@@ -45,7 +45,7 @@ def test_the_claim_commits_with_the_first_marker(api, tenant, mx, db, monkeypatc
 
 def test_killed_before_the_first_marker_every_row_is_due_again_at_once(api, tenant, mx, db,
                                                                       monkeypatch):
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     real_mark = recording.Recorder.mark_in_flight
 
     def die(*args):
@@ -57,7 +57,7 @@ def test_killed_before_the_first_marker_every_row_is_due_again_at_once(api, tena
     monkeypatch.setattr(recording.Recorder, "mark_in_flight", real_mark)
     # The claim died with the worker: no claim to wait out, no marker, nothing sent.
     assert _claims(ids) == [None, None, None]
-    assert [_deliveries(i) for i in ids] == [[], [], []]
+    assert [deliveries_of(i) for i in ids] == [[], [], []]
     assert mx.messages == []
     assert worker.process_batch(ids) == {i: "Sent" for i in ids}
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
@@ -65,7 +65,7 @@ def test_killed_before_the_first_marker_every_row_is_due_again_at_once(api, tena
 
 def test_a_first_message_refused_before_data_commits_the_claim_with_its_outcome(
         api, tenant, mx, db):
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     mx.script = ["rcpt:550 5.1.1 no such user"]
     results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["HardFail", "Sent", "Sent"]
@@ -79,7 +79,7 @@ def test_an_unexpected_error_before_the_first_marker_keeps_the_claims(api, tenan
     """The rollback takes the open claim back: the failed row is claimed again (it waits for
     its claim to expire, as a single message would: no tight retry loop) and so is the rest,
     which is delivered."""
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     real_prepare = steps.prepare
 
     def fail_first(db_, message_):
@@ -101,7 +101,7 @@ def test_an_unexpected_error_after_the_first_marker_leaves_the_claims_alone(
         api, tenant, mx, db, monkeypatch):
     """The claim was committed with the first marker: the rollback after the error takes
     nothing back, and the rest of the batch goes on under the claim it holds."""
-    ids, addresses = _parked(db, api, tenant, 3)
+    ids, addresses = park_many(db, api, tenant, 3)
     real_record = attempt.record
 
     def fail_first(db_, message_, *args, **kwargs):
@@ -113,6 +113,6 @@ def test_an_unexpected_error_after_the_first_marker_leaves_the_claims_alone(
     results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["failed", "Sent", "Sent"]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
-    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+    assert [[d.status for d in deliveries_of(i)] for i in ids] == \
         [["InFlight"], ["Sent"], ["Sent"]]  # the 1st is held as Unknown once its claim expires
     assert _claims(ids)[0] is not None and _claims(ids)[1:] == [None, None]

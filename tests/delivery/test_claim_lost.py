@@ -12,10 +12,10 @@ from sqlalchemy import func, select, update
 from chalicelib import clock
 from chalicelib.db.models import Message, StatCounter, WebhookRequest
 from chalicelib.services.delivery import process as worker
-from tests.delivery.test_batch import _parked
+from tests.delivery.test_batch import park_many
 from tests.observability.test_observability_e2e import logs  # noqa: F401  (a fixture)
 from tests.sending.test_sending import message, rcpt, wait_status
-from tests.delivery.test_worker import _make_due, _park_settled
+from tests.delivery.test_worker import make_due, park_settled
 from tests.webhooks.helpers import create_webhook, server_id
 from tests.receivers import Receiver
 from tests.support import Api, all_tenants
@@ -48,7 +48,7 @@ def _late_outcome(api, tenant, mx, message_id: int) -> str | None:
     """A worker sends ``message_id``; while the MX holds its DATA reply the next worker
     takes over; then the MX accepts, late. Returns the first worker's result."""
     arrived, release = mx.hold_next_data()
-    _make_due(message_id)
+    make_due(message_id)
     result: dict[str, str] = {}
     first = threading.Thread(target=lambda: result.update(first=worker.process(message_id)))
     first.start()
@@ -78,7 +78,7 @@ def test_a_late_outcome_after_the_claim_expired_during_data_records_nothing(
     with Receiver([200]) as rx:
         create_webhook(api, tenant, rx.url)  # a Sent outcome would fan out to it
         to = rcpt("slow")
-        message_id = _park_settled(db, api, tenant, to, monkeypatch)
+        message_id = park_settled(db, api, tenant, to, monkeypatch)
         sent_before = _sent_counted(server)
         assert _late_outcome(api, tenant, mx, message_id) == "claim-lost"
     assert len(mx.received_for(to)) == 1
@@ -93,7 +93,7 @@ def test_a_lost_claim_in_a_batch_drops_that_outcome_but_not_the_next_marker(
         api, tenant, mx, db, logs):  # noqa: F811
     """The first message's outcome would ride on the second's in-flight marker: the marker
     and the second message go on, the first's outcome is not written."""
-    ids, addresses = _parked(db, api, tenant, 2)
+    ids, addresses = park_many(db, api, tenant, 2)
     arrived, release = mx.hold_next_data()
     results: dict[int, str] = {}
     batch = threading.Thread(target=lambda: results.update(worker.process_batch(ids)))
@@ -119,7 +119,7 @@ def test_a_late_refusal_after_the_claim_expired_does_not_suppress_the_recipient(
     """A HardFail outcome also adds a suppression (in the same transaction): with the claim
     lost, that is rolled back with the rest."""
     to = rcpt("slowrefusal")
-    message_id = _park_settled(db, api, tenant, to, monkeypatch)
+    message_id = park_settled(db, api, tenant, to, monkeypatch)
     mx.script = ["550 5.1.1 no such user"]
     assert _late_outcome(api, tenant, mx, message_id) == "claim-lost"
     _assert_held_as_unknown(api, tenant, message_id)

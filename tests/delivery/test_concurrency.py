@@ -17,10 +17,10 @@ import pytest
 
 from chalicelib import queues
 from chalicelib.services.delivery import pacing, process as worker, smtp
-from tests.delivery.test_batch import _Dropped, _parked
-from tests.delivery.test_worker import _deliveries, _make_due, _park
+from tests.delivery.test_batch import DroppedQueue, park_many
+from tests.delivery.test_worker import deliveries_of, make_due, park_message
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import message, wait_status
+from tests.sending.test_sending import wait_status
 from tests.support import unique, wait_for
 
 DATA = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
@@ -141,12 +141,12 @@ def test_a_session_dropped_mid_flight_sends_nothing_twice(api, tenant, mx, db):
     # retried. 2nd and 3rd go on another session; the 3rd's RCPT is dropped: that session was
     # reused, so nothing of the message was delivered and it goes on a fresh one at once.
     domain = f"{unique('drop')}.example"
-    ids, addresses = _parked(db, api, tenant, 3, [f"{unique('d')}@{domain}" for _ in range(3)])
+    ids, addresses = park_many(db, api, tenant, 3, [f"{unique('d')}@{domain}" for _ in range(3)])
     mx.script = ["rcpt:drop", "250", "rcpt:drop"]
     results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["SoftFail", "Sent", "Sent"]
     assert mx.drops == 2 and mx.connections == 3
-    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+    assert [[d.status for d in deliveries_of(i)] for i in ids] == \
         [["SoftFail"], ["Sent"], ["Sent"]]
     wait_status(api, tenant, ids[0], "Sent")  # its retry
     assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
@@ -158,7 +158,7 @@ def test_a_destinations_connection_limit_holds_at_the_mx_idle_sessions_included(
     domain, name = f"{unique('two')}.example", unique("two")
     monkeypatch.setenv("DELIVERY_PACING_RULES",
                        f'[{{"name": "{name}", "domains": ["{domain}"], "connections": 2}}]')
-    ids, addresses = _parked(db, api, tenant, 24, [f"{unique('l')}@{domain}" for _ in range(24)])
+    ids, addresses = park_many(db, api, tenant, 24, [f"{unique('l')}@{domain}" for _ in range(24)])
     # Six workers take four wake-ups each at once; those finding both slots taken are paced
     # (the stack's workers send them when they are due again).
     batches = [ids[n::6] for n in range(6)]
@@ -182,7 +182,7 @@ def test_destinations_are_delivered_side_by_side(api, tenant, mx, db):
     # in DATA at once, which only happens when they run side by side.
     mx.meet_in_data(5)
     addresses = [f"{unique('c')}@{unique('side')}.example" for _ in range(5) for _ in range(2)]
-    ids, addresses = _parked(db, api, tenant, 10, addresses)
+    ids, addresses = park_many(db, api, tenant, 10, addresses)
     results = worker.process_batch(ids)
     assert set(results.values()) == {"Sent"}
     assert mx.peak_in_data >= 5
@@ -205,15 +205,15 @@ def test_a_worker_killed_mid_batch_sends_nothing_twice(api, tenant, mx, db, monk
     domains = [f"{unique('kill')}.example" for _ in range(4)]
     addresses = [f"{unique('k')}@{d}" for d in domains for _ in range(3)]
     with pytest.MonkeyPatch.context() as patch:  # only the test's worker wakes them
-        patch.setattr(queues, "_port", _Dropped())
-        ids = [_park(db, api, tenant, to) for to in addresses]
+        patch.setattr(queues, "_port", DroppedQueue())
+        ids = [park_message(db, api, tenant, to) for to in addresses]
     arrived, release = mx.hold_next_data()
     child = subprocess.Popen([sys.executable, "-c", _KILLED_WORKER], env=dict(os.environ),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
         for message_id in ids:  # due now (the child claims them at once)
-            _make_due(message_id)
+            make_due(message_id)
         child.stdin.write(" ".join(map(str, ids)) + "\n")
         child.stdin.flush()
         assert arrived.wait(60)  # a message's content is at the MX; its reply is held
@@ -223,9 +223,9 @@ def test_a_worker_killed_mid_batch_sends_nothing_twice(api, tenant, mx, db, monk
         release.set()  # the MX accepts it: the dead worker never learns
         if child.poll() is None:
             child.kill()
-    from tests.delivery.test_batch import _kill_and_recover
+    from tests.delivery.test_batch import kill_and_recover
 
-    shown = _kill_and_recover(api, tenant, mx, ids, addresses)
+    shown = kill_and_recover(api, tenant, mx, ids, addresses)
     for to, shown_message in zip(addresses, shown):
         received = len(mx.received_for(to))
         assert received <= 1  # never twice

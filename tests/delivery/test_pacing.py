@@ -20,8 +20,8 @@ from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
 from chalicelib.services.delivery import pacing, process as worker, smtp
-from tests.delivery.test_batch import _Dropped
-from tests.delivery.test_worker import _make_due, _park
+from tests.delivery.test_batch import DroppedQueue
+from tests.delivery.test_worker import make_due, park_message
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.sending.test_sending import message
 from tests.conftest import TEST_DATABASE_URL
@@ -33,14 +33,14 @@ def by_hand(monkeypatch, mx):
     """Real backoffs (TIME_SCALE 1; the test moves the clock), and only the test's own calls
     deliver."""
     monkeypatch.setenv("TIME_SCALE", "1")
-    monkeypatch.setattr(queues, "_port", _Dropped())
+    monkeypatch.setattr(queues, "_port", DroppedQueue())
     return mx
 
 
 def _due(db, api, tenant, domain: str, count: int) -> list[int]:
-    ids = [_park(db, api, tenant, f"{unique(f'p{i}')}@{domain}") for i in range(count)]
+    ids = [park_message(db, api, tenant, f"{unique(f'p{i}')}@{domain}") for i in range(count)]
     for message_id in ids:
-        _make_due(message_id)
+        make_due(message_id)
     return ids
 
 

@@ -22,7 +22,7 @@ postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"
                                    reason="needs PostgreSQL (concurrent row claims)")
 
 
-def _park(db, api, tenant, to: str) -> int:
+def park_message(db, api, tenant, to: str) -> int:
     """Submit through the service with next_attempt_at far ahead, so the stack's own workers
     leave the row alone until the test makes it due."""
     with all_tenants() as session:
@@ -42,8 +42,8 @@ def _park(db, api, tenant, to: str) -> int:
     return message_id
 
 
-def _park_settled(db, api, tenant, to: str, monkeypatch) -> int:
-    """``_park``, then wait until the submission's own wake-up has reached a stack worker (which
+def park_settled(db, api, tenant, to: str, monkeypatch) -> int:
+    """``park_message``, then wait until the submission's own wake-up has reached a stack worker (which
     finds the row early and puts it back for later): else that worker could claim the row once
     the test makes it due."""
     put_back: set[int] = set()
@@ -55,35 +55,35 @@ def _park_settled(db, api, tenant, to: str, monkeypatch) -> int:
         return real_enqueue(session, queue, row_id, delay_seconds)
 
     monkeypatch.setattr(queues, "enqueue_after_commit", spy)
-    message_id = _park(db, api, tenant, to)
+    message_id = park_message(db, api, tenant, to)
     wait_for(lambda: message_id in put_back, message="the stack's early wake-up")
     monkeypatch.setattr(queues, "enqueue_after_commit", real_enqueue)
     return message_id
 
 
-def _make_due(message_id: int) -> None:
+def make_due(message_id: int) -> None:
     with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id)
                         .values(next_attempt_at=clock.now()))
 
 
-def _deliveries(message_id: int) -> list[Delivery]:
+def deliveries_of(message_id: int) -> list[Delivery]:
     with all_tenants() as session:
         return list(session.scalars(select(Delivery).where(Delivery.message_id == message_id)
                                     .order_by(Delivery.id)))
 
 
 def test_early_wakeup_only_reenqueues(api, tenant, mx, db):
-    message_id = _park(db, api, tenant, rcpt("early"))
+    message_id = park_message(db, api, tenant, rcpt("early"))
     assert worker.process(message_id) == "early"
-    assert _deliveries(message_id) == []
+    assert deliveries_of(message_id) == []
     assert worker.process(99999999) == "nothing-to-do"
 
 
 def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db, monkeypatch):
     """The row becomes due between the claim's now and the worker's second look: that is an
     early wake-up (re-enqueued), not a row "claimed elsewhere" left for the next sweep."""
-    message_id = _park_settled(db, api, tenant, rcpt("edge"), monkeypatch)
+    message_id = park_settled(db, api, tenant, rcpt("edge"), monkeypatch)
     real_params = claims.claim_params
 
     test_thread = threading.current_thread()
@@ -101,7 +101,7 @@ def test_a_wakeup_just_before_its_row_is_due_is_not_dropped(api, tenant, mx, db,
 
     monkeypatch.setattr(claims, "claim_params", params_then_time_passes)
     assert worker.process(message_id) == "early"
-    wait_for(lambda: [d.status for d in _deliveries(message_id)] == ["Sent"], 20,
+    wait_for(lambda: [d.status for d in deliveries_of(message_id)] == ["Sent"], 20,
              message="the re-enqueued wake-up to deliver")
 
 
@@ -109,7 +109,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
     """The claim expired during the attempt and another worker took the row: the InFlight
     marker is written only under our claim, so this worker closes the session before DATA."""
     to = rcpt("lost")
-    message_id = _park_settled(db, api, tenant, to, monkeypatch)
+    message_id = park_settled(db, api, tenant, to, monkeypatch)
     real_targets = smtp.targets
     test_thread = threading.current_thread()
 
@@ -122,9 +122,9 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
         return real_targets(domain)
 
     monkeypatch.setattr(smtp, "targets", targets_while_claim_is_taken)
-    _make_due(message_id)
+    make_due(message_id)
     assert worker.process(message_id) == "claim-lost"
-    assert _deliveries(message_id) == []
+    assert deliveries_of(message_id) == []
     assert mx.received_for(to) == []
     with all_tenants() as session:
         row = session.get(Message, message_id)
@@ -138,7 +138,7 @@ def test_the_sweeper_wakes_a_due_row_once_until_it_is_claimed(api, tenant, mx, d
     from chalicelib.db import claims
 
     monkeypatch.setenv("SWEEP_REWAKE_SECONDS", "600")
-    message_id = _park(db, api, tenant, rcpt("sweep"))
+    message_id = park_message(db, api, tenant, rcpt("sweep"))
     # "Held" keeps the stack's own sweeper and workers away from the row; the sweep here
     # is narrowed to it.
     with all_tenants() as session:
@@ -165,7 +165,7 @@ def test_a_restart_of_the_local_stack_forgets_queued_wakeups(api, tenant, mx, db
     from chalicelib.local.stack import prepare
     from chalicelib.db import claims
 
-    message_id = _park(db, api, tenant, rcpt("restart"))
+    message_id = park_message(db, api, tenant, rcpt("restart"))
     with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id).values(
             status="Held", next_attempt_at=clock.now() - timedelta(minutes=5)))
@@ -180,8 +180,8 @@ def test_a_restart_of_the_local_stack_forgets_queued_wakeups(api, tenant, mx, db
 @postgres_only
 def test_duplicate_wakeups_and_racing_workers_send_once(api, tenant, mx, db):
     to = rcpt("race")
-    message_id = _park(db, api, tenant, to)
-    _make_due(message_id)
+    message_id = park_message(db, api, tenant, to)
+    make_due(message_id)
     barrier = threading.Barrier(8)
     outcomes: list[str] = []
 
@@ -199,7 +199,7 @@ def test_duplicate_wakeups_and_racing_workers_send_once(api, tenant, mx, db):
     wait_for(lambda: message(api, tenant, message_id)["status"] == "Sent")
     assert outcomes.count("Sent") <= 1
     assert len(mx.received_for(to)) == 1
-    assert [d.status for d in _deliveries(message_id)] == ["Sent"]
+    assert [d.status for d in deliveries_of(message_id)] == ["Sent"]
     # A late duplicate finds nothing to do.
     assert worker.process(message_id) == "nothing-to-do"
     assert len(mx.received_for(to)) == 1
@@ -212,7 +212,7 @@ class WorkerDied(BaseException):
 def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
         api, tenant, mx, db, monkeypatch):
     to = rcpt("crash")
-    message_id = _park(db, api, tenant, to)
+    message_id = park_message(db, api, tenant, to)
     real_record = attempt.record
     died = []
 
@@ -223,13 +223,13 @@ def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(
         return real_record(*args, **kwargs)
 
     monkeypatch.setattr(attempt, "record", dying_record)
-    _make_due(message_id)
+    make_due(message_id)
     try:
         worker.process(message_id)
     except WorkerDied:
         pass
     wait_for(lambda: died and mx.received_for(to), message="the first attempt")
-    [stale] = _deliveries(message_id)
+    [stale] = deliveries_of(message_id)
     assert stale.status == "InFlight" and stale.stage == "data"
     with all_tenants() as session:
         row = session.get(Message, message_id)

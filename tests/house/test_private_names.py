@@ -23,17 +23,6 @@ KNOWN = {
     ("tests/db/test_engine_pg8000.py", "chalicelib.db.engine:_flat_array"),
     ("tests/dmarc/test_intake.py", "tests.dmarc.test_parse:_attached"),
     ("tests/dmarc/test_intake.py", "tests.dmarc.test_parse:_zip"),
-    ("tests/delivery/test_pacing.py", "tests.delivery.test_worker:_make_due"),
-    ("tests/delivery/test_pacing.py", "tests.delivery.test_worker:_park"),
-    ("tests/delivery/test_claim_lost.py", "tests.delivery.test_batch:_parked"),
-    ("tests/delivery/test_claim_lost.py", "tests.delivery.test_worker:_make_due"),
-    ("tests/delivery/test_claim_lost.py", "tests.delivery.test_worker:_park_settled"),
-    ("tests/delivery/test_batch.py", "tests.delivery.test_worker:_deliveries"),
-    ("tests/delivery/test_batch.py", "tests.delivery.test_worker:_make_due"),
-    ("tests/delivery/test_batch.py", "tests.delivery.test_worker:_park"),
-    ("tests/delivery/test_batch_claim.py", "tests.delivery.test_batch:_parked"),
-    ("tests/delivery/test_batch_claim.py", "tests.delivery.test_worker:_deliveries"),
-    ("tests/delivery/test_pacing.py", "tests.delivery.test_batch:_Dropped"),
     # Tests and benchmarks that reach into a module's internals (a cache to clear, a helper
     # to measure, a constant): each wants a public name or a fixture.
     ("bench/bench_pipeline_lambda.py", "chalicelib.db.engine:_autocommit_engines"),
