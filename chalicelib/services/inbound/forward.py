@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.config import get_settings
 from chalicelib.db import after_commit, claims, session_scope, tenancy
-from chalicelib.db.models import Delivery, Message, Route, Submission
+from chalicelib.db.models import Delivery, Message, Route
+from chalicelib.services import content
 
 if TYPE_CHECKING:
     from chalicelib.services.inbound import endpoints as inbound_endpoints
@@ -118,7 +119,7 @@ def process(message_id: int) -> None:
         route = db.get(Route, message.route_id) if message.route_id else None
         endpoint = route.endpoint if route else None
         wire = _wire(message, route)
-        raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        raw = content.source_bytes(db, message.submission_id)
         rp_domain = get_settings().effective_return_path_domain
     if endpoint is None:
         attempt = inbound_endpoints.Attempt(inbound_endpoints.FAILED,

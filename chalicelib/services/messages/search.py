@@ -8,7 +8,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
+from chalicelib.db.models import Delivery, Message, MessageEvent, Stream, Submission
+from chalicelib.services import content
 
 
 def list_stmt(db: Session, server_id: int, *, scope: str | None = None,
@@ -79,13 +80,15 @@ def history(db: Session, message: Message) -> list[MessageEvent]:
 def raw_source(db: Session, message: Message) -> tuple[bytes, bool]:
     """(bytes, signed): the exact bytes sent once an attempt was made, else the stored
     source."""
-    sent = db.get(MessageRaw, message.id)
-    if sent is not None:
-        return sent.raw, True
-    if message.submission_id is not None:
-        return db.scalar(select(Submission.raw).where(Submission.id == message.submission_id)), \
-            False
-    raise errors.NotFound(f"message {message.id} has no stored source")
+    has_sent, data = content.sent_bytes(db, message.id)
+    signed = has_sent
+    if not has_sent and message.submission_id is not None:
+        data = content.source_bytes(db, message.submission_id)
+    elif not has_sent:
+        raise errors.NotFound(f"message {message.id} has no stored source")
+    if data is None:
+        raise errors.NotFound(f"message {message.id}: content expired")
+    return data, signed
 
 
 def view_source(db: Session, message: Message) -> bytes:
@@ -94,7 +97,7 @@ def view_source(db: Session, message: Message) -> bytes:
     links, so looking at it in the console neither counts an open nor follows a click);
     the stored bytes when there is no submission (mail that arrived)."""
     if message.submission_id is not None:
-        raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        raw = content.source_bytes(db, message.submission_id)
         if raw is not None:
             return raw
     return raw_source(db, message)[0]
