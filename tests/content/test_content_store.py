@@ -179,6 +179,20 @@ def _development(db, server) -> None:
     db.commit()
 
 
+def test_the_ops_command_backfills_until_none_is_left(db, server, private_store):
+    from chalicelib import ops
+
+    made = _legacy_rows(db, server.id, 2)
+    db.commit()
+    assert content.legacy_left(db) >= 4
+    db.commit()
+    report = ops.content_backfill()
+    assert report["left"] == 0 and report["moved"] >= 4
+    for sub_id, message_id, source, sent in made:
+        assert content.source_bytes(db, sub_id) == source
+        assert content.sent_bytes(db, message_id) == (True, sent)
+
+
 def test_erase_deletes_the_bytes_and_leaves_the_rows_marked_expired(db, server,
                                                                     private_store):
     _development(db, server)

@@ -13,10 +13,11 @@ Rows name their bytes by ``content_key`` (with ``size`` and ``content_sha256``):
 * anything else: the key of the object in the store.
 """
 from chalicelib.services.content.rows import (EXPIRED, LEGACY, Ref, backfill, erase,
-                                              is_expired, put, put_many, read, sent_bytes,
-                                              source_bytes, submission_columns, sweep)
+                                              is_expired, legacy_left, put, put_many, read,
+                                              sent_bytes, source_bytes, submission_columns,
+                                              sweep)
 from chalicelib.services.content.store import Missing, get_store, set_store
 
 __all__ = ["EXPIRED", "LEGACY", "Missing", "Ref", "backfill", "erase", "get_store",
-           "is_expired", "put", "put_many", "read", "sent_bytes", "set_store",
+           "is_expired", "legacy_left", "put", "put_many", "read", "sent_bytes", "set_store",
            "source_bytes", "submission_columns", "sweep"]

@@ -204,3 +204,13 @@ def _backfill(db, limit: int) -> int:
                                **({"size": ref.size} if table is R else {})))
         moved += len(rows)
     return moved
+
+
+def legacy_left(db) -> int:
+    """How many rows still keep their bytes in the old columns (0: the backfill is done and
+    a later release may drop them)."""
+    from sqlalchemy import func
+
+    with tenancy.across_tenants(db, "content-store"):
+        return sum(db.scalar(select(func.count()).select_from(t).where(
+            t.c.content_key == LEGACY, t.c.raw.is_not(None))) for t in (S, R))

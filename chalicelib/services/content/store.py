@@ -122,9 +122,14 @@ class S3Store:
             import boto3
             from botocore.config import Config
 
+            # Path-style addressing for a store of one's own (MinIO, moto: bucket names are
+            # no host names there); AWS's S3 chooses virtual hosts itself.
+            own = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or \
+                os.environ.get("AWS_ENDPOINT_URL")
             client = boto3.client("s3", endpoint_url=endpoint_url or None,
                                   config=Config(retries={"mode": "standard", "max_attempts": 5},
-                                                max_pool_connections=32))
+                                                max_pool_connections=32,
+                                                s3={"addressing_style": "path"} if own else None))
         self._client = client
 
     def put(self, key: str, data: bytes) -> None:

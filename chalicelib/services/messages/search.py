@@ -8,7 +8,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.db.models import Delivery, Message, MessageEvent, Stream, Submission
+from chalicelib.db.models import Delivery, Message, MessageEvent, Stream
 from chalicelib.services import content
 
 
