@@ -13,7 +13,10 @@ DKIM-signed and delivered. Measured over the N:
   every table of the schema, after every message is Sent, less before;
 - WAL per message: ``pg_current_wal_lsn`` delta (cluster-wide: other users of the server add);
 - send rate: N over the time of the N POSTs; pipeline rate: N over the time from the first
-  POST to the N-th message Sent.
+  POST to the N-th message Sent (wall clock: on a shared machine the noisiest figures);
+- CPU-ms per message: the process's CPU time (HTTP API, workers, the MX) over the same
+  span, over N: what the store costs in work, less disturbed by other users of the machine
+  than the rates (PostgreSQL's own CPU is not in it).
 
 ``--compare TREE`` runs TREE and this tree alternately (``--rounds`` each, best of) and prints
 the ratios (this tree / TREE). Run:
@@ -94,11 +97,13 @@ def one_run(n: int, size: int) -> dict:
         warm = [send(i) for i in range(20)]
         wait_for(lambda: sent(warm), 120, message="warm-up sent")
         db_before, wal_before = _sizes(engine)
+        cpu_before = time.process_time()
         started = time.perf_counter()
         ids = [send(i) for i in range(n)]
         posted = time.perf_counter()
         wait_for(lambda: sent(ids), 600, interval=0.02, message="all sent")
         done = time.perf_counter()
+        cpu = time.process_time() - cpu_before
         time.sleep(0.5)  # the outcome's last writes (events, counters) committed
         db_after, wal_after = _sizes(engine)
         content_dir = os.path.join(work, "content")
@@ -107,7 +112,8 @@ def one_run(n: int, size: int) -> dict:
         return {"db_per_message": (db_after - db_before) / n,
                 "wal_per_message": (wal_after - wal_before) / n,
                 "store_per_message": stored / (n + 20),
-                "send_rate": n / (posted - started), "pipeline_rate": n / (done - started)}
+                "send_rate": n / (posted - started), "pipeline_rate": n / (done - started),
+                "cpu_ms_per_message": cpu * 1000 / n}
     finally:
         stack.stop()
         mx.stop()
@@ -147,13 +153,14 @@ def main() -> None:
                    "wal_per_message": min(r["wal_per_message"] for r in runs),
                    "store_per_message": max(r["store_per_message"] for r in runs),
                    "send_rate": max(r["send_rate"] for r in runs),
-                   "pipeline_rate": max(r["pipeline_rate"] for r in runs)}
+                   "pipeline_rate": max(r["pipeline_rate"] for r in runs),
+                   "cpu_ms_per_message": min(r["cpu_ms_per_message"] for r in runs)}
             for name, runs in results.items()}
     print(f"\n{args.messages} messages of {args.size} bytes of text; best of {args.rounds}")
     print("| figure | before | after | after / before |\n|---|---|---|---|")
     for key, unit in (("db_per_message", "B"), ("wal_per_message", "B"),
                       ("store_per_message", "B"), ("send_rate", "msg/s"),
-                      ("pipeline_rate", "msg/s")):
+                      ("pipeline_rate", "msg/s"), ("cpu_ms_per_message", "ms")):
         after = best["after"][key]
         before = best["before"][key] if "before" in best else None
         ratio = f"{after / before:.2f}" if before else "-"

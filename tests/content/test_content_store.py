@@ -103,7 +103,30 @@ def test_the_same_bytes_are_stored_once(private_store):
     assert len(_objects(private_store)) == 2
 
 
+def _development(db, server) -> None:
+    """Held, never delivered: no attempt writes a sent copy while the test looks."""
+    from chalicelib.db.models import Server
+
+    db.execute(update(Server).where(Server.id == server.id).values(mode="Development"))
+    db.commit()
+
+
+def test_the_ops_command_backfills_until_none_is_left(db, server, private_store):
+    from chalicelib import ops
+
+    made = _legacy_rows(db, server.id, 2)
+    db.commit()
+    assert content.legacy_left(db) >= 4
+    db.commit()
+    report = ops.content_backfill()
+    assert report["left"] == 0 and report["moved"] >= 4
+    for sub_id, message_id, source, sent in made:
+        assert content.source_bytes(db, sub_id) == source
+        assert content.sent_bytes(db, message_id) == (True, sent)
+
+
 def test_a_failed_commit_leaves_an_orphan_that_the_sweep_deletes(db, server, private_store):
+    _development(db, server)  # no delivery writes a signed copy while the test counts
     kept = _submit(server, "kept@example.org", b"kept\r\n")
     with pytest.raises(CommitFailed):  # after the bytes were written: an object no row names
         _submit(server, "lost@example.org", os.urandom(64).hex().encode() + b"\r\n", fail=True)
@@ -171,28 +194,6 @@ def test_the_backfill_moves_old_rows_in_batches_and_reads_never_change(db, serve
         assert (row.size, row.raw) == (len(sent), None)
 
 
-def _development(db, server) -> None:
-    """Held, never delivered: no attempt writes a sent copy while the test looks."""
-    from chalicelib.db.models import Server
-
-    db.execute(update(Server).where(Server.id == server.id).values(mode="Development"))
-    db.commit()
-
-
-def test_the_ops_command_backfills_until_none_is_left(db, server, private_store):
-    from chalicelib import ops
-
-    made = _legacy_rows(db, server.id, 2)
-    db.commit()
-    assert content.legacy_left(db) >= 4
-    db.commit()
-    report = ops.content_backfill()
-    assert report["left"] == 0 and report["moved"] >= 4
-    for sub_id, message_id, source, sent in made:
-        assert content.source_bytes(db, sub_id) == source
-        assert content.sent_bytes(db, message_id) == (True, sent)
-
-
 def test_erase_deletes_the_bytes_and_leaves_the_rows_marked_expired(db, server,
                                                                     private_store):
     _development(db, server)
@@ -225,6 +226,7 @@ def test_erase_deletes_the_bytes_and_leaves_the_rows_marked_expired(db, server,
 
 
 def test_an_expired_message_answers_content_expired(api, tenant, db, server, private_store):
+    _development(db, server)
     result = _submit(server, "exp@example.org", b"soon gone\r\n")
     message_id = result["recipients"][0]["id"]
     with all_tenants() as other:

@@ -16,6 +16,7 @@ while the service runs (resumable: it picks the rows still LEGACY; idempotent).
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +26,7 @@ from sqlalchemy import select, union, update
 from chalicelib import clock
 from chalicelib.db import after_commit, tenancy
 from chalicelib.db.models import Message, MessageRaw, Submission
-from chalicelib.services.content.store import S3Store, get_store
+from chalicelib.services.content.store import get_store
 
 LEGACY = ""  # the bytes are in the row's old ``raw`` column (rows written before 0021)
 EXPIRED = "expired"  # erased: the row stays, its content is gone
@@ -58,16 +59,28 @@ def put(data: bytes) -> Ref:
     return ref
 
 
+_pool: tuple | None = None  # (the process id it belongs to, the pool)
+
+
+def _writers():
+    """A pool of this process's own (a forked worker process does not inherit its threads)."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=16,
+                                                 thread_name_prefix="content-put"))
+    return _pool[1]
+
+
 def put_many(items: list[bytes]) -> list[Ref]:
-    """Store several (an S3 store: the PUTs in parallel, not one round trip after the other)."""
+    """Store several at once: the PUTs (or the files' fsyncs) overlap, rather than one
+    round trip or disk flush after the other (a batch send, the SMTP gateway's commits)."""
     refs = [_ref(data) for data in items]
     store = get_store()
     todo = {ref.key: data for ref, data in zip(refs, items)}
-    if isinstance(store, S3Store) and len(todo) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-            list(pool.map(lambda kv: store.put(*kv), todo.items()))
+    if len(todo) > 1:
+        list(_writers().map(lambda kv: store.put(*kv), todo.items()))
     else:
         for key, data in todo.items():
             store.put(key, data)
