@@ -124,6 +124,8 @@ def process(message_id: int) -> None:
     if endpoint is None:
         attempt = inbound_endpoints.Attempt(inbound_endpoints.FAILED,
                                             "the route is gone or has no endpoint")
+    elif raw is None:  # erased (services/content/): nothing left to hand over
+        attempt = inbound_endpoints.Attempt(inbound_endpoints.FAILED, "content expired")
     else:
         try:
             attempt = inbound_endpoints.deliver(endpoint, wire, raw,
