@@ -99,6 +99,8 @@ def migrate(event, context):
 
     if isinstance(event, dict) and event.get("signing_key") in ops.SIGNING_KEY_ACTIONS:
         return ops.signing_key(event["signing_key"])  # rotating the installation key
+    if isinstance(event, dict) and event.get("content_backfill"):  # bounded: resumable
+        return ops.content_backfill(max_batches=int(event.get("max_batches", 50)))
     return ops.migrate()
 
 

@@ -451,6 +451,23 @@ KEYS: tuple[Key, ...] = (
          "Opens/clicks this soon after sending are marked likely_machine (prefetch, link scanners)."),
     _env("QUEUE_BACKEND", "local", str, "'local' (an in-memory schedule: `make run`'s processes share it) or 'sqs'."),
     _env("SQS_QUEUE_PREFIX", "email-service-", str, "Prefix of the SQS queue names (…deliveries, …webhooks)."),
+    _env("CONTENT_STORE", "file", _choice(("file", "s3")),
+         "Where message content (raw sources, signed copies) is kept: 'file' (a directory, "
+         "CONTENT_STORE_DIR) or 's3' (CONTENT_BUCKET on S3 or an S3-compatible store); the "
+         "rows keep its key, size and sha256 (docs/operating.md, Message content)."),
+    _env("CONTENT_STORE_DIR", "var/content", str,
+         "The directory of CONTENT_STORE=file (relative: to the working directory)."),
+    _env("CONTENT_BUCKET", "", str,
+         "The bucket of CONTENT_STORE=s3 (the deployed stacks: the template's content bucket)."),
+    _env("CONTENT_S3_ENDPOINT_URL", "", str,
+         "An S3-compatible store's endpoint for CONTENT_STORE=s3 (MinIO, Ceph, moto); empty: "
+         "AWS's S3 of the region."),
+    _env("CONTENT_SWEEP_GRACE_HOURS", 24.0, float,
+         "Objects no row names (a crash between the content write and the row's commit) are "
+         "deleted by the retention run once they are this old."),
+    _env("CONTENT_BACKFILL_BATCH", 200, _at_least(1),
+         "Rows whose content the retention run (and `cli content-backfill`) moves from the "
+         "old raw columns into the content store per committed batch."),
     _env("WORKER_PROCESSES", os.cpu_count() or 1, _at_least(0),
          "Queue worker processes `make run` starts and restarts when they die (default: one "
          "per core); 0: worker threads inside the main process, as the test suite runs them.",
@@ -644,6 +661,12 @@ class Settings(BaseModel):
     tracking_machine_seconds: float
     queue_backend: str
     sqs_queue_prefix: str
+    content_store: str
+    content_store_dir: str
+    content_bucket: str
+    content_s3_endpoint_url: str
+    content_sweep_grace_hours: float
+    content_backfill_batch: int
     worker_processes: int
     worker_threads: int
     delivery_concurrency: int

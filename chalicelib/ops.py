@@ -1,7 +1,8 @@
 """Deploy-time tasks: bring the database schema to head as the owner of the tables
 (DATABASE_OWNER_URL), create or update the service's role (DATABASE_URL's user and password)
 and grant it row access, seed the operator's admin key; rotate the installation signing key
-(``signing-key show|rotate|activate``).
+(``signing-key show|rotate|activate``); move message content written before the content
+store into it (``content-backfill``).
 
 Runs as the ``migrate`` Lambda function (``app.py``), which ``infra/deploy.sh`` updates to the
 new code and invokes BEFORE ``chalice deploy`` switches the API and workers over, and locally
@@ -40,6 +41,30 @@ def migrate() -> dict:
 SIGNING_KEY_ACTIONS = ("show", "rotate", "activate")
 
 
+def content_backfill(max_batches: int | None = None) -> dict:
+    """Move the content of rows written before the content store (migration 0021) out of
+    the database into it, CONTENT_BACKFILL_BATCH rows per committed batch, until none is
+    left (or ``max_batches`` ran: the retention run and a Lambda invocation stop there and
+    the next call resumes). Safe while the service runs, and to run again."""
+    import itertools
+
+    from chalicelib.config import get_settings
+    from chalicelib.db import session_scope
+    from chalicelib.services import content
+
+    batch = get_settings().content_backfill_batch
+    moved = batches = 0
+    for batches in itertools.count(1):
+        with session_scope() as db:
+            done = content.backfill(db, limit=batch)
+        moved += done
+        if done < batch or (max_batches is not None and batches >= max_batches):
+            break
+    with session_scope() as db:
+        left = content.legacy_left(db)
+    return {"moved": moved, "batches": batches, "left": left}
+
+
 def signing_key(action: str) -> dict:
     """The installation signing key (services/security/installation_keys.py): ``show`` lists the keys
     to publish, ``rotate`` adds a pending one, ``activate`` makes it sign (the previous one
@@ -62,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     args = sys.argv[1:] if argv is None else argv
-    usage = "usage: python -m chalicelib.ops migrate | signing-key show|rotate|activate"
-    if args != ["migrate"] and not (len(args) == 2 and args[0] == "signing-key"
+    usage = ("usage: python -m chalicelib.ops migrate | content-backfill | "
+             "signing-key show|rotate|activate")
+    if args not in (["migrate"], ["content-backfill"]) and not (len(args) == 2 and args[0] == "signing-key"
                                     and args[1] in SIGNING_KEY_ACTIONS):
         print(usage, file=sys.stderr)
         return 2
@@ -72,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     aws_bootstrap.load_once(force=True)
     if args[0] == "migrate":
         print(migrate())
+        return 0
+    if args[0] == "content-backfill":
+        print(json.dumps(content_backfill()))
         return 0
     try:
         print(json.dumps(signing_key(args[1]), indent=2))

@@ -64,6 +64,8 @@ os.environ.update({
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",   # receivers in tests live on loopback
     "SMTP_HOSTNAME": "mx.service.test",
     "QUEUE_BACKEND": "local",
+    "CONTENT_STORE": "file",  # tests/content run the S3 adapter on moto too
+    "CONTENT_STORE_DIR": os.path.join(_tmp, "content"),
     # Test tenants use the documentation names (example.com ...), refused otherwise.
     "RESERVED_DOMAINS_ALLOWED": "example.com,example.net,example.org,example",
     # A worker's SMTP session closes (and its connection slot is given back) when the worker
@@ -71,7 +73,7 @@ os.environ.update({
     # (tests/delivery/test_concurrency.py) turn it on.
     "DELIVERY_SESSION_IDLE_SECONDS": "0",
 })
-for _name in ("TIME_SCALE", "DELIVERY_RELAY", "ENCRYPTION_KEY", "PORT", "SMTP_PORT",
+for _name in ("CONTENT_BUCKET", "CONTENT_S3_ENDPOINT_URL", "TIME_SCALE", "DELIVERY_RELAY", "ENCRYPTION_KEY", "PORT", "SMTP_PORT",
               "AUTH_ALLOW_REGISTRATION"):
     os.environ.pop(_name, None)
 

@@ -99,6 +99,9 @@ CROSS_TENANT: dict[str, tuple[str, str]] = {
     "sweeper": ("chalicelib/workers/sweeper.py",
                 "due rows of every tenant, and the queue lag (GET /metrics, the lag metric)"),
     "retention": ("chalicelib/workers/retention.py", "expired rows of every tenant"),
+    "content-store": ("chalicelib/services/content/rows.py",
+                      "an object is deleted only when no row of any tenant names its key (the "
+                      "same bytes are stored once); the backfill moves every tenant's rows"),
     "reputation-guard": ("chalicelib/services/reputation/guard.py",
                          "the guard's pause is written in the installation's audit trail "
                          "(no tenant's); the sweeper re-evaluates every server it watches"),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from chalicelib.config import get_settings
 from chalicelib.db import session_scope, tenancy
+from chalicelib.services import content
 from chalicelib.services.messages import retention
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,24 @@ def run(max_batches: int = 20) -> dict[str, int]:
             totals[name] = totals.get(name, 0) + count
         if not any(count >= retention.BATCH for count in counts.values()):
             break
+    totals.update(content_upkeep(max_batches))
     if any(totals.values()):
         log.info("retention pruned %s", totals)
     return totals
+
+
+def content_upkeep(max_batches: int = 20) -> dict[str, int]:
+    """The content store's share of the run: move rows written before it into it (the
+    backfill, in committed batches, resumed by the next run), then delete objects no row
+    names (the orphan sweep)."""
+    settings = get_settings()
+    moved = 0
+    for _ in range(max_batches):
+        with session_scope() as db:
+            done = content.backfill(db, limit=settings.content_backfill_batch)
+        moved += done
+        if done < settings.content_backfill_batch:
+            break
+    with session_scope() as db:
+        swept = content.sweep(db, grace_hours=settings.content_sweep_grace_hours)
+    return {"content_backfilled": moved, "content_swept": swept}

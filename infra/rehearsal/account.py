@@ -90,13 +90,17 @@ class Account:
         vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
         subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.20.{i}.0/24")["Subnet"]["SubnetId"]
                    for i in range(4)]
+        # The private subnets' route table: the template adds the S3 gateway endpoint to it
+        # (PrivateRouteTableIds; given explicitly: moto cannot update a stack whose
+        # CommaDelimitedList parameter took its default).
+        private_routes = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
         self.client("s3").create_bucket(Bucket=STATE_BUCKET)
         template = stack.load()
         arns = self._secrets(template)
         params = {"VpcId": vpc, "PrivateSubnetIds": ",".join(subnets[:2]),
                   "PublicSubnetIds": ",".join(subnets[2:]), "SmtpHostname": "mx.rehearsal.test",
                   "PublicUrl": self.public_url, "FrontendUrl": "", "AlarmEmail": "",
-                  "GatewayDesiredCount": "1"}
+                  "GatewayDesiredCount": "1", "PrivateRouteTableIds": private_routes}
         self.service_role = json.loads(self.secret("ServiceDatabaseSecret"))["username"]
         stand_ins = {
             "DatabaseProxyEndpoint": "127.0.0.2",  # dbproxy.py, TLS like RDS Proxy

@@ -127,6 +127,7 @@ class Rehearsal:
             shown = self.server_api("GET", f"/api/v2/server/messages/{message_id}").json()
             check(shown["data"]["message"]["status"] == "Sent",
                   f"message {message_id} reads back Sent after the upgrade")
+        self.content_backfill(first, second)
         self.start_gateway(build_current, current)
         self.smtp_send()
         if self.relay:
@@ -136,6 +137,44 @@ class Rehearsal:
         else:
             self.kill_mid_batch()
         self.report(proxy)
+
+    def content_bucket(self) -> str:
+        """The template's content bucket, as moto's CloudFormation named it."""
+        return next(b["Name"] for b in self.account.client("s3").list_buckets()["Buckets"]
+                    if b["Name"].startswith(f"email-service-{acct.STAGE}-content-"))
+
+    def content_backfill(self, before: int, after: int) -> None:
+        """Issue 35: the message written on the previous release keeps its bytes in the
+        database; the backfill (the migrate function, as an operator runs it after the
+        upgrade) moves them into the content bucket on moto's S3, and the message's raw
+        source reads back the same through the API; the one sent on this tree was stored
+        there from the start."""
+        import base64
+
+        print("\n==> the content backfill on moto's S3", flush=True)
+
+        def raw(message_id: int) -> bytes:
+            answer = self.server_api("GET", f"/api/v2/server/messages/{message_id}/raw")
+            check(answer.status_code == 200, f"GET .../messages/{message_id}/raw answers 200")
+            return base64.b64decode(answer.json()["data"]["raw_base64"])
+
+        earlier = raw(before)
+        s3 = self.account.client("s3")
+        bucket = self.content_bucket()
+        stored = s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0)
+        check(stored >= 2, f"the message sent on this tree is in the bucket ({stored} objects)")
+        result = self.account.client("lambda").invoke(
+            FunctionName=f"email-service-{acct.STAGE}-migrate",
+            Payload=json.dumps({"content_backfill": True}).encode())
+        report = json.loads(result["Payload"].read())
+        print(f"  backfill: {report}")
+        check(isinstance(report, dict) and report.get("left") == 0 and report.get("moved", 0) >= 2,
+              "the backfill moved the previous release's content and left none behind")
+        moved = s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0)
+        check(moved >= stored + 2, f"the moved content is in the bucket ({moved} objects)")
+        check(raw(before) == earlier and b"DKIM-Signature:" in earlier,
+              f"message {before} (sent before the upgrade) reads back the same from S3")
+        check(b"DKIM-Signature:" in raw(after), f"message {after} reads back from S3")
 
     # ------------------------------------------------------------------ HTTP
     def api(self, method: str, path: str, body=None, headers=None) -> requests.Response:
@@ -247,6 +286,7 @@ class Rehearsal:
                                f"{db['name']}",
                "DATABASE_SSL": "verify", "QUEUE_BACKEND": "sqs",
                "SQS_QUEUE_PREFIX": "email-service-dev-", "SMTP_HOSTNAME": "mx.rehearsal.test",
+               "CONTENT_STORE": "s3", "CONTENT_BUCKET": self.content_bucket(),
                "PUBLIC_URL": self.front.url, "AWS_DEFAULT_REGION": "us-east-1",
                "LOG_FORMAT": "json", "METRICS_BACKEND": "emf",
                "POWERTOOLS_SERVICE_NAME": "email-service-dev", "HOST": "127.0.0.1",

@@ -218,8 +218,12 @@ def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch)
         assert nat["NatGatewayAddresses"][0]["AllocationId"] == made["DeliveryEgressAllocationId"]
         defaults = [route for table in ec2.describe_route_tables(Filters=[
             {"Name": "vpc-id", "Values": [vpc]}])["RouteTables"] for route in table["Routes"]
-            if route["DestinationCidrBlock"] == "0.0.0.0/0"]
+            if route.get("DestinationCidrBlock") == "0.0.0.0/0"]
         assert [route.get("NatGatewayId") for route in defaults] == [nat["NatGatewayId"]]
+        # S3 (the content bucket) from the delivery subnets: the gateway endpoint, not the NAT
+        [endpoint] = ec2.describe_vpc_endpoints(Filters=[
+            {"Name": "vpc-id", "Values": [vpc]}])["VpcEndpoints"]
+        assert endpoint["VpcEndpointType"] == "Gateway" and endpoint["ServiceName"].endswith(".s3")
     # That route's table is the delivery subnets' (moto's CloudFormation does not make
     # subnet associations, so read them from the template).
     associated = {res["Properties"]["SubnetId"]["Ref"] for res in network.values()
@@ -228,6 +232,38 @@ def test_the_deliveries_worker_sends_from_a_nat_gateways_elastic_ip(monkeypatch)
     assert associated == {"DeliverySubnetA", "DeliverySubnetB"}
     assert network["DeliveryDefaultRoute"]["Properties"]["RouteTableId"] == \
         {"Ref": "DeliveryRouteTable"}
+
+
+def test_the_content_bucket_is_private_encrypted_and_only_ours():
+    """Issue 35: message content in S3 encrypted at rest, never public, TLS only; the
+    functions' policies and the gateway tasks' role name that bucket alone; the gateway
+    tasks use it (their filesystem is no place for content)."""
+    template = _template()
+    resources = template["Resources"]
+    bucket = resources["ContentBucket"]["Properties"]
+    [rule] = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    assert resources["ContentBucket"]["DeletionPolicy"] == "Retain"
+    [deny] = resources["ContentBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"]["Bool"]["aws:SecureTransport"] == "false"
+    assert template["Outputs"]["ContentBucket"]["Value"] == {"Ref": "ContentBucket"}
+    for name in ("dev", "prod", "migrate"):
+        with open(os.path.join(ROOT, ".chalice", f"policy-{name}.json"), encoding="utf-8") as fh:
+            statements = json.load(fh)["Statement"]
+        s3 = [st for st in statements if any(a.startswith("s3:") for a in st["Action"])]
+        assert s3 and all("${ContentBucket}" in st["Resource"] for st in s3), name
+    task = resources["GatewayTaskRole"]["Properties"]["Policies"]
+    [content] = [p for p in task if p["PolicyName"] == "message-content"]
+    [statement] = content["PolicyDocument"]["Statement"]
+    assert "s3:DeleteObject" not in statement["Action"]
+    assert statement["Resource"] == {"Fn::Sub": "${ContentBucket.Arn}/*"}
+    [container] = resources["GatewayTaskDefinition"]["Properties"]["ContainerDefinitions"]
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env["CONTENT_STORE"] == "s3" and env["CONTENT_BUCKET"] == {"Ref": "ContentBucket"}
+    for stage in json.load(open(os.path.join(ROOT, ".chalice", "config.json")))["stages"].values():
+        assert stage["environment_variables"]["CONTENT_STORE"] == "s3"
+        assert stage["environment_variables"]["CONTENT_BUCKET"] == "${ContentBucket}"
 
 
 def test_the_stack_outputs_the_spf_records_to_publish(monkeypatch):

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from chalicelib import errors
 from chalicelib.api.schemas.messages import SendRequest
 from chalicelib.db.models import Message, MessageEvent, Server, Submission
+from chalicelib.services import content
 from chalicelib.services.organizations import credentials
 from chalicelib.services.sending import submission
 from chalicelib.services.suppressions import entries as suppressions
@@ -34,12 +35,14 @@ def test_submit_raw_normalises_adds_ids_and_stores_once(db, server):
     db.flush()
     assert [r["rcpt_to"] for r in result["recipients"]] == to
     stored = db.get(Submission, result["message_id"])
-    assert b"\n" not in stored.raw.replace(b"\r\n", b"") and b"\r" not in stored.raw.replace(b"\r\n", b"")
+    raw = content.source_bytes(db, stored.id)  # read through the content store
+    assert stored.content_key and stored.size == len(raw)
+    assert b"\n" not in raw.replace(b"\r\n", b"") and b"\r" not in raw.replace(b"\r\n", b"")
     # Added at the end of the header block (trace fields stay on top), as Postfix does.
-    assert stored.raw.startswith(b"From: App <")
-    assert b"\r\nSubject: raw test\r\nDate: " in stored.raw
-    assert b"\r\nMessage-ID: <" in stored.raw.split(b"\r\n\r\n")[0]
-    assert stored.raw.endswith(b"\r\n")
+    assert raw.startswith(b"From: App <")
+    assert b"\r\nSubject: raw test\r\nDate: " in raw
+    assert b"\r\nMessage-ID: <" in raw.split(b"\r\n\r\n")[0]
+    assert raw.endswith(b"\r\n")
     messages = db.scalars(select(Message).where(Message.submission_id == stored.id)).all()
     assert len(messages) == 2 and {m.subject for m in messages} == {"raw test"}
     assert {m.mail_from for m in messages} == {f"app@{server.domain_name}"}
@@ -138,7 +141,7 @@ def test_many_submissions_map_every_message_to_its_own_submission(db, server,
     assert len({r["message_id"] for r in results}) == len(parsed)
     for entry, result in zip(parsed, results):
         stored = db.get(Submission, result["message_id"])
-        assert stored.raw.endswith(f"entry {parsed.index(entry)}\r\n".encode())
+        assert content.source_bytes(db, stored.id).endswith(f"entry {parsed.index(entry)}\r\n".encode())
         assert [r["rcpt_to"] for r in result["recipients"]] == entry.recipients
         for recipient in result["recipients"]:
             message = db.get(Message, recipient["id"])

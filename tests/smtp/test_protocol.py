@@ -29,11 +29,12 @@ def inbound(api, tenant, **params) -> list[dict]:
 
 
 def stored_raw(message_id: int) -> bytes:
-    from chalicelib.db.models import Message, Submission
+    from chalicelib.db.models import Message
+    from chalicelib.services import content
 
     with all_tenants() as db:
         message = db.get(Message, message_id)
-        return bytes(db.get(Submission, message.submission_id).raw)
+        return content.source_bytes(db, message.submission_id)
 
 
 def test_ehlo_offers_pipelining_and_enhanced_status_codes(stack):

@@ -65,7 +65,14 @@ class Submission(Base):
     )
     message_id_header: Mapped[str | None] = mapped_column(String(255))
     size: Mapped[int] = mapped_column(Integer, nullable=False)
-    raw: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    # Where the bytes are (services/content/): the store's key, "" while they are still in
+    # ``raw`` (rows written before 0021, until the backfill moves them), "expired" once erased.
+    content_key: Mapped[str] = mapped_column(String(80), default="", server_default="",
+                                             nullable=False, index=True)
+    content_sha256: Mapped[str] = mapped_column(String(64), default="", server_default="",
+                                                nullable=False)
+    # The bytes of rows written before the content store; a later release drops it.
+    raw: Mapped[bytes | None] = deferred(mapped_column(LargeBinary, nullable=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=clock.now, nullable=False)
 
 
@@ -149,14 +156,21 @@ class Message(Base):
 
 
 class MessageRaw(Base):
-    """The exact bytes sent on the wire for one message (after tracking and DKIM)."""
+    """The exact bytes sent on the wire for one message (after tracking and DKIM): named by
+    ``content_key`` in the content store (services/content/, as Submission's)."""
 
     __tablename__ = "message_raws"
 
     message_id: Mapped[int] = mapped_column(
         ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
     )
-    raw: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    content_key: Mapped[str] = mapped_column(String(80), default="", server_default="",
+                                             nullable=False, index=True)
+    content_sha256: Mapped[str] = mapped_column(String(64), default="", server_default="",
+                                                nullable=False)
+    size: Mapped[int] = mapped_column(Integer, default=0, server_default="0", nullable=False)
+    # The bytes of rows written before the content store; a later release drops it.
+    raw: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 class Delivery(Base):

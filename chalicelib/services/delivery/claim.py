@@ -22,6 +22,7 @@ from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import (Delivery, Domain, IPPool, Message, MessageRaw, Server,
                                   Stream, Submission, Suppression)
 from chalicelib.queues import SQS_MAX_DELAY
+from chalicelib.services import content
 from chalicelib.services.delivery import writes
 from chalicelib.services.domains import names as domain_names
 
@@ -51,9 +52,15 @@ def _claimed_columns():
             select(Server.ip_pool_id).where(Server.id == outer("server_id")).scalar_subquery(),
             select(IPPool.id).where(IPPool.is_default.is_(True)).order_by(IPPool.id).limit(1)
             .scalar_subquery()).label("ip_pool_id"),
+        # The content's keys (services/content/), and the old columns' bytes while a row
+        # written before the content store is not yet moved (NULL otherwise: nothing read).
+        select(Submission.content_key).where(Submission.id == outer("submission_id"))
+        .scalar_subquery().label("source_key"),
         select(Submission.raw).where(Submission.id == outer("submission_id"))
-        .scalar_subquery().label("source"),
-        select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent"),
+        .scalar_subquery().label("source_raw"),
+        select(R.c.content_key).where(R.c.message_id == outer("id")).scalar_subquery()
+        .label("sent_key"),
+        select(R.c.raw).where(R.c.message_id == outer("id")).scalar_subquery().label("sent_raw"),
         domain(Domain.name).label("domain_name"),
         domain(Domain.dkim_selector).label("dkim_selector"),
         domain(Domain.dkim_private_key_encrypted).label("dkim_key"),
@@ -72,6 +79,41 @@ def _claimed_columns():
         select(or_(Stream.stream_type == "broadcast", Stream.list_unsubscribe))
         .where(Stream.id == outer("stream_id")).scalar_subquery().label("unsubscribable"),
     )
+
+
+_UNREAD = object()
+
+
+class Claimed:
+    """A claimed row: its columns as attributes (``id``, ``rcpt_to``...), and its content
+    (``source``: the submission's raw source; ``sent``: the bytes an earlier attempt sent, or
+    None) read through the content store the first time they are asked for."""
+
+    __slots__ = ("_row", "_source", "_sent")
+
+    def __init__(self, row):
+        self._row = row
+        self._source = self._sent = _UNREAD
+
+    def __getattr__(self, name):
+        return getattr(self._row, name)
+
+    @property
+    def has_source(self) -> bool:
+        """Its source exists and was not erased (without reading it)."""
+        return self._row.source_key is not None and self._row.source_key != content.EXPIRED
+
+    @property
+    def source(self) -> bytes | None:
+        if self._source is _UNREAD:
+            self._source = content.read(self._row.source_key, self._row.source_raw)
+        return self._source
+
+    @property
+    def sent(self) -> bytes | None:
+        if self._sent is _UNREAD:
+            self._sent = content.read(self._row.sent_key, self._row.sent_raw)
+        return self._sent
 
 
 def statement(many: bool = False):
@@ -95,7 +137,7 @@ def run(db, claim, params: dict, autocommit: bool = True) -> list:
         with tenancy.across_tenants(db, "delivery-claim"):
             rows = db.execute(claim, params).all()
     tenancy.act(db, tenancy.for_servers(row.server_id for row in rows))
-    return rows
+    return [Claimed(row) for row in rows]
 
 
 def not_claimed(db, message_id: int, claim_now=None) -> str:

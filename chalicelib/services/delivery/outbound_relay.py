@@ -27,7 +27,8 @@ from chalicelib import observability, statuses
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope, tenancy
 
-from chalicelib.db.models import Delivery, Domain, Message, MessageRaw
+from chalicelib.db.models import Delivery, Domain, Message
+from chalicelib.services import content
 from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp, steps
 from chalicelib.services.delivery.connect import text
 
@@ -75,8 +76,7 @@ def relay(mail_from: str, rcpt_to: str, data: bytes, peer: str) -> str:
         in_flight = message is not None and db.scalar(
             select(Delivery.id).where(Delivery.message_id == message.id,
                                       Delivery.status == statuses.IN_FLIGHT).limit(1))
-        raw = db.scalar(select(MessageRaw.raw).where(MessageRaw.message_id == message.id)) \
-            if in_flight else None
+        raw = content.sent_bytes(db, message.id)[1] if in_flight else None
         if raw is None or raw.rstrip(b"\r\n") != data.rstrip(b"\r\n"):
             return REFUSED
         server_id, message_id = message.server_id, message.id

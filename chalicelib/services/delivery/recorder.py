@@ -22,6 +22,7 @@ from typing import Any, Callable, NamedTuple
 
 from chalicelib import clock, observability, queues
 from chalicelib.db import counters
+from chalicelib.services import content
 from chalicelib.services.delivery import pacing, writes
 from chalicelib.services.reputation import outcomes as reputation
 from chalicelib.services.webhooks import payload as webhook_payload
@@ -62,8 +63,8 @@ def outcome(db, message, worker: str, values: dict, *, event: tuple[str, str] | 
               **{f"m_{k}": v for k, v in values.items()}}
     if attempt is not None:
         params.update({f"a_{k}": v for k, v in attempt.items()}, a_id=attempt_id)
-    if raw is not None:
-        params["r_raw"] = raw
+    if raw is not None:  # stored before the row naming them can commit
+        params.update(_content_params("r", content.put(raw)))
     if captured is not None:
         params.update(c_server=message.server_id, c_reason=captured)
     deltas: Counter = Counter()
@@ -111,8 +112,8 @@ class Recorder:
         (PostgreSQL); raises pacing.NotAdmitted when it did not match (nothing is written
         for the message then)."""
         params = {"i_mid": message_id, "i_host": host, "i_now": clock.now(), "i_worker": worker}
-        if raw is not None:
-            params["i_raw"] = raw
+        if raw is not None:  # stored before the row naming them can commit
+            params.update(_content_params("i", content.put(raw)))
         key = ("in_flight", raw is not None, admission is not None)
         parts = []
         if admission is not None:
@@ -170,3 +171,8 @@ class Recorder:
         if pending.observe is not None:
             pending.observe()
         return True
+
+
+def _content_params(prefix: str, ref: content.Ref) -> dict:
+    return {f"{prefix}_content_key": ref.key, f"{prefix}_size": ref.size,
+            f"{prefix}_content_sha256": ref.sha256}

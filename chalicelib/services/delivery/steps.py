@@ -51,7 +51,7 @@ def hold_reason(message) -> Hold | None:
 
 def unsignable(message) -> str | None:
     """Why the message can never be signed (its domain or source is gone), or None."""
-    if message.domain_name is None or message.source is None:
+    if message.domain_name is None or not message.has_source:
         return ("the sending domain (or the message source) was removed from the server; "
                 "the message cannot be signed")
     return None

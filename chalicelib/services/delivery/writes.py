@@ -33,7 +33,9 @@ M, D, E, R = (Message.__table__, Delivery.__table__, MessageEvent.__table__,
               MessageRaw.__table__)
 C = CapturedMessage.__table__
 CLAIM = "claim"  # tag: the guarded outcome's message row was still ours, and is written
-GUARD = "om"  # the outcome's message UPDATE, as the CTE its other writes read from
+GUARD = "om"
+# The sent copy's row: the key, size and sha256 of bytes stored before (services/content/)
+CONTENT_COLUMNS = ("content_key", "size", "content_sha256")  # the outcome's message UPDATE, as the CTE its other writes read from
 
 _statements: dict = {}
 
@@ -61,9 +63,10 @@ def in_flight_statements(with_raw: bool, admitted: CTE | None = None) -> list:
     if admitted is not None:
         held = (*held, exists(select(admitted.c.throttles)))
     statements = []
-    if with_raw:
+    if with_raw:  # the bytes are in the content store already: the row names them
         statements.append(insert(R).from_select(
-            ["message_id", "raw"], select(M.c.id, bind("i_raw", R.c.raw)).where(*held))
+            ["message_id", *CONTENT_COLUMNS],
+            select(M.c.id, *[bind(f"i_{c}", R.c[c]) for c in CONTENT_COLUMNS]).where(*held))
             .returning(R.c.message_id))
     statements.append(insert(D).from_select(
         ["message_id", "status", "stage", "host", "tls", "tls_verified", "created_at"],
@@ -105,7 +108,8 @@ def finish_statements(dialect: str, values: tuple, attempt: tuple | None, attemp
             .values(**columns).returning(D.c.id) if attempt_id else
             add(D, columns).returning(D.c.id))
     if raw:
-        statements.append(add(R, {"raw": bind("r_raw", R.c.raw)}).returning(R.c.message_id))
+        statements.append(add(R, {c: bind(f"r_{c}", R.c[c]) for c in CONTENT_COLUMNS})
+                          .returning(R.c.message_id))
     if captured:  # an entry of the server's captured-mail inbox (messages/captured.py)
         statements.append(add(C, {"server_id": bind("c_server", C.c.server_id),
                                   "reason": bind("c_reason", C.c.reason),

@@ -12,13 +12,12 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.config import get_settings
 from chalicelib.db import after_commit, claims, session_scope, tenancy
-from chalicelib.db.models import Delivery, Message, Route, Submission
+from chalicelib.db.models import Delivery, Message, Route
 from chalicelib.services import content
 
 if TYPE_CHECKING:
@@ -128,11 +127,13 @@ def process(message_id: int) -> None:
         route = db.get(Route, message.route_id) if message.route_id else None
         endpoint = route.endpoint if route else None
         wire = _wire(message, route)
-        raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        raw = content.source_bytes(db, message.submission_id)
         rp_domain = get_settings().effective_return_path_domain
     if endpoint is None:
         attempt = inbound_endpoints.Attempt(inbound_endpoints.FAILED,
                                             "the route is gone or has no endpoint")
+    elif raw is None:  # erased (services/content/): nothing left to hand over
+        attempt = inbound_endpoints.Attempt(inbound_endpoints.FAILED, "content expired")
     else:
         try:
             attempt = inbound_endpoints.deliver(endpoint, wire, raw,

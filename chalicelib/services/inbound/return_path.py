@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from chalicelib import clock, observability, statuses
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, RetiredReturnPath, Submission
+from chalicelib.services import content
 from chalicelib.services.inbound import receive as inbound
 from chalicelib.services.reputation import outcomes as reputation
 
@@ -73,7 +74,8 @@ def _subject(raw: bytes) -> str | None:
 def store(db: Session, original: Message, *, rcpt_to: str, mail_from: str, raw: bytes,
           report: dict) -> Message:
     """The bounce (or complaint) row for ``original``, its parsed ``report`` in metadata."""
-    submission = Submission(server_id=original.server_id, size=len(raw), raw=raw)
+    submission = Submission(server_id=original.server_id,
+                            **content.submission_columns(content.put(raw)))
     db.add(submission)
     db.flush()
     bounce = Message(server_id=original.server_id, submission_id=submission.id,

@@ -8,7 +8,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from chalicelib import errors
-from chalicelib.db.models import Delivery, Message, MessageEvent, MessageRaw, Stream, Submission
+from chalicelib.db.models import Delivery, Message, MessageEvent, Stream
 from chalicelib.services import content
 
 
@@ -88,13 +88,15 @@ def raw_source(db: Session, message: Message) -> tuple[bytes, bool]:
     """(bytes, signed): the exact bytes sent once an attempt was made, else the stored
     source. ContentExpired once its content was erased (the record stays)."""
     _kept(message)
-    sent = db.get(MessageRaw, message.id)
-    if sent is not None:
-        return sent.raw, True
-    if message.submission_id is not None:
-        return db.scalar(select(Submission.raw).where(Submission.id == message.submission_id)), \
-            False
-    raise errors.NotFound(f"message {message.id} has no stored source")
+    has_sent, data = content.sent_bytes(db, message.id)
+    signed = has_sent
+    if not has_sent and message.submission_id is not None:
+        data = content.source_bytes(db, message.submission_id)
+    elif not has_sent:
+        raise errors.NotFound(f"message {message.id} has no stored source")
+    if data is None:
+        raise errors.ContentExpired(f"message {message.id}: its content expired")
+    return data, signed
 
 
 def view_source(db: Session, message: Message) -> bytes:
@@ -104,7 +106,7 @@ def view_source(db: Session, message: Message) -> bytes:
     the stored bytes when there is no submission (mail that arrived)."""
     _kept(message)
     if message.submission_id is not None:
-        raw = db.scalar(select(Submission.raw).where(Submission.id == message.submission_id))
+        raw = content.source_bytes(db, message.submission_id)
         if raw is not None:
             return raw
     return raw_source(db, message)[0]

@@ -28,11 +28,12 @@ from sqlalchemy.orm import Session
 
 from chalicelib.db import counters
 from chalicelib.db.models import Message, Submission
+from chalicelib.services import content
 
 #: Above this many message rows the arrays cost more to encode than the round trips saved.
 MAX_ROWS = 100
 
-_SUBMISSION_COLUMNS = ("message_id_header", "size", "raw")
+_SUBMISSION_COLUMNS = ("message_id_header", "size", "content_key", "content_sha256")
 
 
 # Built once: SQLAlchemy then reuses their memoised cache key and compiled form.
@@ -46,7 +47,12 @@ def store(db: Session, server_id: int, now, sub_rows: list[dict], rows: list[dic
           owner: list[int]) -> tuple[list[int], list[int]]:
     """Submissions and their messages (outgoing or incoming) with their statistics counters:
     one statement on PostgreSQL (``write``), else core multi-row INSERTs. Returns (submission
-    ids, message ids) in input order; every row of ``rows`` must have the same keys."""
+    ids, message ids) in input order; every row of ``rows`` must have the same keys. A
+    submission row brings its bytes as ``raw``: they are stored in the content store first,
+    and the row names them (services/content/: written before the row naming them commits)."""
+    refs = content.put_many([row.pop("raw") for row in sub_rows])
+    for row, ref in zip(sub_rows, refs):
+        row.update(content.submission_columns(ref))
     if len(rows) <= MAX_ROWS and db.get_bind().dialect.name == "postgresql":
         return write(db, server_id, now, sub_rows, rows, owner)
     # Core inserts on the tables: the ORM's bulk-insert layer costs more Python per

@@ -1,7 +1,7 @@
 """content retention and erased content
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-11-29 04:10:00
 
 Issue 35, items 4 and 5: ``servers.content_retention_days`` (how long a server keeps its
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 
 revision = '0022'
-down_revision = '0020'
+down_revision = '0021'
 branch_labels = None
 depends_on = None
 
