@@ -92,6 +92,9 @@ CROSS_TENANT: dict[str, tuple[str, str]] = {
                        "return path's token"),
     "webhook-claim": ("chalicelib/services/webhooks/deliver.py",
                       "a webhook wake-up names a request row by id"),
+    "webhook-batch-claim": ("chalicelib/services/webhooks/batch.py",
+                            "a batch of webhook wake-ups names its request rows by id (the "
+                            "embedded database's claim of the whole batch)"),
     "inbound-claim": ("chalicelib/services/inbound/forward.py",
                       "an inbound wake-up names a received message by id"),
     "bulk-claim": ("chalicelib/services/messages/bulk.py",

@@ -232,7 +232,7 @@ def test_an_expired_message_answers_content_expired(api, tenant, db, server, pri
     with all_tenants() as other:
         assert content.erase(other, [message_id]) == 1
     Api.error(api.get(f"{SERVER}/messages/{message_id}/raw", server_key=tenant.api_key),
-              404, "NotFound")
+              410, "ContentExpired")
 
 
 # -- the S3 adapter, on moto ---------------------------------------------------------------

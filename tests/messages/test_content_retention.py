@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from chalicelib import clock
 from chalicelib.db.models import MessageRaw, Submission
+from chalicelib.services import content
 from chalicelib.workers import retention
 from tests.sending.test_modes import rfc3339
 from tests.sending.test_sending import rcpt, sent_ok, wait_status
@@ -77,10 +78,11 @@ def test_content_is_erased_after_its_retention_and_the_record_stays(api, tenant,
     Api.error(api.post(f"{SERVER}/messages/{held['id']}/retry", server_key=tenant.api_key),
               410, "ContentExpired")
     with all_tenants() as db:
-        assert db.scalar(select(Submission.raw).where(Submission.id == sent["message_id"])) \
-            == b""
-        assert db.scalar(select(MessageRaw.message_id).where(MessageRaw.message_id.in_(ids))) \
-            is None
+        assert content.source_bytes(db, sent["message_id"]) is None
+        assert db.get(Submission, sent["message_id"]).content_key == content.EXPIRED
+        assert set(db.scalars(select(MessageRaw.content_key).where(
+            MessageRaw.message_id.in_(ids)))) <= {content.EXPIRED}
+        assert all(content.sent_bytes(db, i)[1] is None for i in ids)
     # A newer message keeps its content.
     [fresh] = sent_ok(api, tenant)["recipients"]
     wait_status(api, tenant, fresh["id"], "Sent")

@@ -82,7 +82,7 @@ def _each(engine, ids: list[int], settings) -> dict[int, str]:
     now = clock.now()
     results: dict[int, str] = {}
     with engine.connect() as conn, conn.begin():
-        with tenancy.across_tenants(conn, "webhook-claim"):
+        with tenancy.across_tenants(conn, "webhook-batch-claim"):
             claimed = {row.id for row in conn.execute(
                 update(REQ).where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
                                   single.unclaimed_at(now, settings), single.HOOK_ENABLED)
