@@ -148,6 +148,7 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
     from sqlalchemy import text
 
     from chalicelib import clock
+    from chalicelib.services import content
     from chalicelib.services.dkim import signer
     from chalicelib.services.security import keys, signing
 
@@ -160,13 +161,16 @@ def reference(engine, relay: str, hook_url: str, domain, count: int) -> float:
         while True:
             with conn.begin():
                 found = conn.execute(text(
-                    "SELECT m.id, m.token, m.rcpt_to, s.raw FROM messages m JOIN submissions s "
+                    "SELECT m.id, m.token, m.rcpt_to, s.content_key, s.raw FROM messages m "
+                    "JOIN submissions s "
                     "ON s.id = m.submission_id WHERE m.status = 'Pending' AND m.tag = 'ref' "
                     "AND m.next_attempt_at <= :now ORDER BY m.id LIMIT 1 "
                     "FOR UPDATE OF m SKIP LOCKED"), {"now": clock.now()}).first()
                 if found is None:
                     break
-                signed = signer.sign_message(found.raw, domain=domain[0],
+                # The source from the content store, as the service reads it.
+                source = content.read(found.content_key, found.raw)
+                signed = signer.sign_message(source, domain=domain[0],
                                                    selector=domain[1], private_pem=domain[2])
                 code, reply = smtp.sendmail(f"{found.token}@rp.mx.bench.test", [found.rcpt_to],
                                             signed) or (250, b"")

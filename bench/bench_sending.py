@@ -99,6 +99,7 @@ def main() -> None:
 
     from chalicelib import clock
     from chalicelib.db.models import Message, Submission
+    from chalicelib.services import content
     from chalicelib.services.dkim import signer as dkim_signing
     from chalicelib.services.delivery import process as worker
     from tests.mx import ScriptedMX
@@ -127,8 +128,9 @@ def main() -> None:
             info = conn.execute(text("SELECT server_id, domain_id, stream_id, mail_from FROM "
                                      "messages WHERE id = :id"),
                                 {"id": sample["recipients"][0]["id"]}).one()
-            raw = conn.execute(text("SELECT raw FROM submissions WHERE id = :id"),
-                               {"id": sample["message_id"]}).scalar_one()
+            key, legacy = conn.execute(text("SELECT content_key, raw FROM submissions "
+                                            "WHERE id = :id"), {"id": sample["message_id"]}).one()
+            raw = content.read(key, legacy)  # the source, from the content store
 
         def message_rows(sub_ids: list[int], per: int) -> list[dict]:
             now = clock.now()
