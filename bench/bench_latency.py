@@ -43,7 +43,8 @@ The machine is shared and noisy: read the ratios, not the absolute figures. Noth
 written into the repository; ``--results`` prints a markdown block for bench/RESULTS.md.
 
 Run: .venv/bin/python bench/bench_latency.py [--quick] [--messages 1000] [--destinations 50]
-     [--round-trips 50,150] [--hook-round-trip 100] [--no-lambda] [--postfix] [--results]"""
+     [--round-trips 50,150] [--hook-round-trip 100] [--no-lambda] [--postfix] [--results]
+     [--set KEY=VALUE ...]   (a setting of the service's stack, e.g. --set WORKER_THREADS=8)"""
 from __future__ import annotations
 
 import argparse
@@ -412,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postfix", action="store_true",
                         help="also Postfix + OpenDKIM against the gateway (loopback)")
     parser.add_argument("--postfix-messages", type=int, default=2000)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for the service's stack (repeatable), e.g. "
+                        "--set WORKER_THREADS=8")
     parser.add_argument("--quick", action="store_true",
                         help="200 messages, 24 destinations, 50 ms only, 1 Lambda round, "
                         "300 Postfix messages")
@@ -422,6 +426,7 @@ def main(argv: list[str] | None = None) -> None:
         args.messages, args.destinations, args.round_trips = 200, 24, "50"
         args.lambda_rounds, args.postfix_messages = 1, 300
     round_trips = [float(v) for v in args.round_trips.split(",")]
+    settings = dict(item.split("=", 1) for item in args.set)
     if not args.no_lambda:
         args.destinations = max(args.destinations, (args.lambda_rounds + 1) * (LAMBDA_BATCH + 1))
     import logging
@@ -434,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
         for rtt in round_trips:
             world.set_round_trip(rtt)
             service = measure_service(world, args.messages, args.database_url, folder,
-                                      f"rtt{rtt:g}")
+                                      f"rtt{rtt:g}", settings)
             reference = reference_sender(world, args.messages, args.reference_sessions)
             figures["latency"][rtt] = {"service": service, "reference": reference}
             print(f"{rtt:g} ms: service {service['rate']:.1f}/s, reference "
@@ -444,15 +449,16 @@ def main(argv: list[str] | None = None) -> None:
 
             world.set_round_trip(0)
             figures["postfix"] = postfix_rig.compare(world, args.postfix_messages, folder,
-                                                     args.database_url)
+                                                     args.database_url, settings)
         if not args.no_lambda:
             world.set_round_trip(round_trips[0])
             figures["lambda"] = {**measure_lambda(world, args.lambda_database_url,
                                                   args.lambda_rounds), "rtt": round_trips[0]}
     finally:
         world.close()
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "make run's defaults"
     head = (f"delivery at latency: {args.messages} messages to {args.destinations} destinations, "
-            f"make run's defaults (WORKER_PROCESSES={os.environ.get('WORKER_PROCESSES', 'cores')})"
+            f"{shown}"
             f", {'SQLite' if not args.database_url else 'PostgreSQL'}; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared, noisy machine: read "
             "the ratios)")

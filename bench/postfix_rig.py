@@ -239,7 +239,8 @@ def _measure(world, count: int, port: int, user: str, password: str, sender: str
     return {"rate": count / (done - started), "cpu_ms": 1000 * (cpu() - cpu0) / count}
 
 
-def compare(world, count: int, folder: str, database_url: str) -> dict:
+def compare(world, count: int, folder: str, database_url: str,
+            settings: dict | None = None) -> dict:
     """Postfix + OpenDKIM against make run's gateway + delivery, each ``count`` messages
     (after 20 of warm-up) to the sink; returns {"n", "postfix", "service"} or {"error"}."""
     from bench.bench_latency import new_database_url
@@ -263,7 +264,8 @@ def compare(world, count: int, folder: str, database_url: str) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     finally:
         postfix.stop()
-    env = {**world.service_env(), "DELIVERY_RELAY": f"127.0.0.1:{world.sink_port}",
+    env = {**world.service_env(), **(settings or {}),
+           "DELIVERY_RELAY": f"127.0.0.1:{world.sink_port}",
            "DATABASE_URL": new_database_url(folder, "postfix-compare", database_url),
            "SIGNING_KEY_PATH": os.path.join(folder, "postfix-compare-key.pem")}
     stack = MakeRun(env).start()
