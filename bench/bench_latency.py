@@ -67,19 +67,23 @@ from bench.common import ADMIN_KEY, STACK_ENV  # noqa: E402
 BATCH = 500
 WARM_UP = 20
 LAMBDA_BATCH = 10
+LAMBDA_BIG, LAMBDA_BIG_DESTINATIONS = 100, 50  # the deliveries mapping's batch since issue 33
 DEFAULT_LAMBDA_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/bench_lat"
 BODY = "Hello from the latency bench.\n" * 30  # ~1 KB
 
 
 class Rig:
     """The sink, the webhook receiver, the proxy (each a process) and the DNS server (a
-    thread of this process) for ``destinations`` domains plus one warm-up domain."""
+    thread of this process) for ``total`` domains (at least ``destinations``, the ones the
+    service and the reference send to) plus one warm-up domain."""
 
-    def __init__(self, destinations: int, mx_round_trip_ms: float, hook_round_trip_ms: float):
+    def __init__(self, destinations: int, mx_round_trip_ms: float, hook_round_trip_ms: float,
+                 total: int = 0):
         from bench.bench_pipeline import sink_main
         from tests.dns_server import LoopbackDNS
 
         self.destinations = destinations
+        self.total = total = max(total, destinations)
         self.ctx = ctx = mp.get_context("spawn")
         self.stop = ctx.Event()
         self.counters = rig.Counters(ctx)
@@ -90,12 +94,12 @@ class Rig:
         receiver_port = int(receiver_url.split(":")[2].split("/")[0])
         self.mx_delay = ctx.Value("d", mx_round_trip_ms / 2000, lock=False)
         self.hook_delay = ctx.Value("d", hook_round_trip_ms / 2000, lock=False)
-        addresses = [rig.destination_address(k) for k in range(destinations + 1)]
+        addresses = [rig.destination_address(k) for k in range(total + 1)]
         self.mx_port = rig.free_port_on(addresses + [rig.HOOK_ADDRESS])
-        self._spawn(rig.serve_proxy, destinations + 1, self.mx_port, self.sink_port,
+        self._spawn(rig.serve_proxy, total + 1, self.mx_port, self.sink_port,
                     self.mx_port, receiver_port, self.mx_delay, self.hook_delay)
         self.hook_url = f"http://{rig.HOOK_ADDRESS}:{self.mx_port}/hook"
-        self.dns = LoopbackDNS(rig.zone(destinations + 1))
+        self.dns = LoopbackDNS(rig.zone(total + 1))
 
     def _spawn(self, target, *args, ready_at: int | None = None):
         ready_recv, ready_send = self.ctx.Pipe(duplex=False)
@@ -116,7 +120,7 @@ class Rig:
 
     @property
     def warm_domain(self) -> int:
-        return self.destinations
+        return self.total
 
     def service_env(self) -> dict:
         return {**STACK_ENV, "DELIVERY_RELAY": "mx",
@@ -303,10 +307,15 @@ class RecordingPort:
         return taken
 
 
+def lambda_destinations(rounds: int) -> int:
+    return (rounds + 1) * (LAMBDA_BATCH + 1) + LAMBDA_BIG_DESTINATIONS
+
+
 def measure_lambda(world: Rig, url: str, rounds: int) -> dict:
     """Wall time of the deliveries handler on a batch of 10 messages to 10 destinations
     against one message, median of ``rounds``, each round on destinations not used before
-    (no session cached from an earlier round)."""
+    (no session cached from an earlier round); then once a batch of 100 messages (the
+    deliveries mapping's batch) to 50 fresh destinations, two each."""
     from sqlalchemy import create_engine  # noqa: F401  (the app's imports, before timing)
 
     from bench.bench_pipeline import ensure_database, start_acceptor
@@ -316,8 +325,7 @@ def measure_lambda(world: Rig, url: str, rounds: int) -> dict:
     from chalicelib.workers import dispatch
     from tests.support import make_tenant
 
-    assert world.destinations >= (rounds + 1) * (LAMBDA_BATCH + 1), \
-        "the Lambda phase needs (rounds + 1) x 11 destinations"
+    assert world.total >= lambda_destinations(rounds), "too few destinations for the Lambda phase"
     if url.startswith("postgresql"):
         ensure_database(url)
     prepare_database(url, **world.service_env())
@@ -328,7 +336,7 @@ def measure_lambda(world: Rig, url: str, rounds: int) -> dict:
     dispatch.load_workers()
     try:
         tenant = make_tenant(api)
-        fresh = iter(range(world.destinations))
+        fresh = iter(range(world.total))
 
         def run(destinations: list[int], tag: str) -> float:
             post_messages(api, tenant, destinations, tag)
@@ -348,10 +356,40 @@ def measure_lambda(world: Rig, url: str, rounds: int) -> dict:
         for r in range(rounds):
             singles.append(run([next(fresh)], f"lambda-one-{r}"))
             batches.append(run([next(fresh) for _ in range(LAMBDA_BATCH)], f"lambda-ten-{r}"))
+        big = [next(fresh) for _ in range(LAMBDA_BIG_DESTINATIONS)]
+        hundred = run([big[i % len(big)] for i in range(LAMBDA_BIG)], "lambda-hundred")
     finally:
         acceptor.stop()
     one, ten = statistics.median(singles), statistics.median(batches)
-    return {"one": one, "ten": ten, "ratio": ten / one, "rounds": rounds}
+    return {"one": one, "ten": ten, "ratio": ten / one, "rounds": rounds, "hundred": hundred}
+
+
+# --------------------------------------------------------------------------- webhooks
+
+DEFAULT_WEBHOOKS_URL = "postgresql+pg8000://postgres@127.0.0.1:5432/test_bench"
+
+
+def measure_webhooks(delay_ms: float, n: int, url: str) -> dict | None:
+    """``bench_webhooks.measure`` (worker threads taking batches of 10 rows, as one worker
+    process does, against a receiver answering after ``delay_ms``) in a process of its own
+    (it sets the app's environment up for its database); None when that bench has no
+    ``measure``."""
+    import json
+    import subprocess
+
+    from bench import bench_webhooks
+
+    if not hasattr(bench_webhooks, "measure"):
+        return None
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
+            "from bench.bench_webhooks import measure; "
+            "print(json.dumps(measure(float(sys.argv[2]), int(sys.argv[3]), "
+            "database_url=sys.argv[4])))")
+    out = subprocess.run([sys.executable, "-c", code, ROOT, str(delay_ms), str(n), url],
+                         cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise RuntimeError(f"bench_webhooks.measure failed: {out.stderr[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------- output
@@ -373,12 +411,27 @@ def table(figures: dict, args) -> list[str]:
             f"| webhooks/s, receiver at {args.hook_round_trip:g} ms RTT, against messages/s "
             f"at {rtt:g} ms | {ours['hook_rate']:.1f} | {ours['rate']:.1f} (messages/s) | "
             f"{ours['hook_rate'] / ours['rate']:.2f} | ~1.0 (keeps pace) |"]
+    if figures.get("webhooks"):
+        hook, rtt = figures["webhooks"], next(iter(figures["latency"]))
+        rate = figures["latency"][rtt]["service"]["rate"]
+        lines.append(f"| webhooks/s, bench_webhooks.measure ({hook['threads']} worker threads, "
+                     f"as one worker process; WEBHOOKS_CONCURRENCY={hook['concurrency']}; "
+                     f"receiver answering after {hook['delay_ms']:g} ms; {hook['n']} rows), "
+                     f"against make run's messages/s at {rtt:g} ms | "
+                     f"{hook['webhooks_per_s']:.1f} | {rate:.1f} (messages/s) | "
+                     f"{hook['webhooks_per_s'] / rate:.2f} | >= 1.0 (keeps pace) |")
     if figures.get("lambda"):
         lam = figures["lambda"]
         lines.append(f"| Lambda shape at {lam['rtt']:g} ms: deliveries handler, batch of "
                      f"{LAMBDA_BATCH} to {LAMBDA_BATCH} destinations vs 1 message (median of "
                      f"{lam['rounds']}) | {1000 * lam['ten']:.0f} ms | {1000 * lam['one']:.0f} ms"
                      f" | {lam['ratio']:.2f} | <= 2 |")
+        lines.append(f"| Lambda shape at {lam['rtt']:g} ms: a batch of {LAMBDA_BIG} to "
+                     f"{LAMBDA_BIG_DESTINATIONS} destinations (the deliveries mapping's batch), "
+                     f"against 1 message | {1000 * lam['hundred']:.0f} ms "
+                     f"({LAMBDA_BIG / lam['hundred'] * 3600:,.0f} deliveries an hour per "
+                     f"concurrency, in this process) | {1000 * lam['one']:.0f} ms | "
+                     f"{lam['hundred'] / lam['one']:.2f} | — |")
     if figures.get("postfix"):
         pf = figures["postfix"]
         if pf.get("error"):
@@ -410,6 +463,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lambda-database-url", default=DEFAULT_LAMBDA_URL)
     parser.add_argument("--lambda-rounds", type=int, default=3)
     parser.add_argument("--no-lambda", action="store_true")
+    parser.add_argument("--webhooks-database-url", default=DEFAULT_WEBHOOKS_URL,
+                        help="the database bench_webhooks.measure empties and uses")
+    parser.add_argument("--webhook-rows", type=int, default=400)
     parser.add_argument("--postfix", action="store_true",
                         help="also Postfix + OpenDKIM against the gateway (loopback)")
     parser.add_argument("--postfix-messages", type=int, default=2000)
@@ -424,16 +480,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.messages, args.destinations, args.round_trips = 200, 24, "50"
-        args.lambda_rounds, args.postfix_messages = 1, 300
+        args.lambda_rounds, args.postfix_messages, args.webhook_rows = 1, 300, 200
     round_trips = [float(v) for v in args.round_trips.split(",")]
     settings = dict(item.split("=", 1) for item in args.set)
-    if not args.no_lambda:
-        args.destinations = max(args.destinations, (args.lambda_rounds + 1) * (LAMBDA_BATCH + 1))
     import logging
 
     logging.disable(logging.WARNING)
     folder = tempfile.mkdtemp(prefix="bench-latency-")
-    world = Rig(args.destinations, round_trips[0], args.hook_round_trip)
+    world = Rig(args.destinations, round_trips[0], args.hook_round_trip,
+                0 if args.no_lambda else lambda_destinations(args.lambda_rounds))
     figures: dict = {"latency": {}}
     try:
         for rtt in round_trips:
@@ -450,6 +505,8 @@ def main(argv: list[str] | None = None) -> None:
             world.set_round_trip(0)
             figures["postfix"] = postfix_rig.compare(world, args.postfix_messages, folder,
                                                      args.database_url, settings)
+        figures["webhooks"] = measure_webhooks(args.hook_round_trip, args.webhook_rows,
+                                               args.webhooks_database_url)
         if not args.no_lambda:
             world.set_round_trip(round_trips[0])
             figures["lambda"] = {**measure_lambda(world, args.lambda_database_url,
