@@ -34,9 +34,20 @@ def _dispatch(event):
     return dispatch.handle_sqs_event(event, _PREFIX)
 
 
-@app.on_sqs_message(queue=_PREFIX + "deliveries", batch_size=10)
+# Up to 100 wake-ups an invocation, gathered for up to 1 s: its SMTP conversations run side
+# by side (DELIVERY_CONCURRENCY), so a batch costs about one message's wall time, not ten
+# (docs/capacity.md, "The deliveries mapping").
+@app.on_sqs_message(queue=_PREFIX + "deliveries", batch_size=100,
+                    maximum_batching_window_in_seconds=1)
 def deliveries_worker(event):
-    return _dispatch(event)
+    try:
+        return _dispatch(event)
+    finally:
+        # A frozen function keeps no time: its idle SMTP sessions are closed and their
+        # destinations' connection slots given back before the invocation ends.
+        from chalicelib.services.delivery import pacing
+
+        pacing.release_idle(everything=True)
 
 
 @app.on_sqs_message(queue=_PREFIX + "webhooks", batch_size=10)

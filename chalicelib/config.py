@@ -306,6 +306,11 @@ KEYS: tuple[Key, ...] = (
          "Allow webhook and endpoint URLs, and MTA-STS policy hosts, that resolve to loopback "
          "or private addresses."),
     _env("WEBHOOKS_TIMEOUT_SECONDS", 15.0, float, "Per-attempt timeout of a webhook delivery."),
+    _env("WEBHOOKS_CONCURRENCY", 40, _at_least(1),
+         "Webhook POSTs in flight at once per worker process (per Lambda container): a batch's "
+         "rows go out together over keep-alive connections per receiver, one message's events "
+         "to one webhook still one after another. 1: each worker thread posts its batch one "
+         "row at a time (the behaviour before)."),
     _env("DELIVERY_MAX_ATTEMPTS", 18, int, "Delivery attempts of an outgoing message before HardFail."),
     _env("DELIVERY_RETRY_SCHEDULE", "", str,
          "Comma-separated retry delays in minutes; empty means the built-in schedule (~2 days)."),
@@ -452,7 +457,20 @@ KEYS: tuple[Key, ...] = (
          shown_default="cores"),
     _env("WORKER_THREADS", 4, _at_least(1),
          "Worker threads of each worker process (of the main process with WORKER_PROCESSES=0), "
-         "each handling one batch of up to 10 wake-ups at a time."),
+         "each taking one batch of wake-ups at a time (deliveries: up to DELIVERY_BATCH_SIZE, "
+         "whose SMTP conversations run on the process's DELIVERY_CONCURRENCY pool; other "
+         "queues: up to 10)."),
+    _env("DELIVERY_CONCURRENCY", 100, _at_least(1),
+         "SMTP conversations each worker process (and each Lambda invocation) carries at once: "
+         "the threads of its delivery I/O pool, one destination's messages of a batch per "
+         "thread. Per-destination connection limits (DELIVERY_PACING_CONNECTIONS, the rules) "
+         "bound it further; 1: a batch's destinations one after another."),
+    _env("DELIVERY_BATCH_SIZE", 100, _at_least(1),
+         "Delivery wake-ups a `make run` worker thread takes at once from the local queue "
+         "(the Lambda's batch size is the deliveries mapping's, app.py)."),
+    _env("DELIVERY_SESSION_IDLE_SECONDS", 2.0, float,
+         "How long an idle SMTP session (with the destination's connection slot it keeps) "
+         "stays open for the next message to that destination; 0: closed after each run."),
     _env("HTTP_PROCESSES", 1, _at_least(1),
          "HTTP API processes of `make run`, sharing the port (SO_REUSEPORT); a second "
          "one did not help on 2 cores (bench/RESULTS.md, make run's processes)."),
@@ -573,6 +591,7 @@ class Settings(BaseModel):
     time_scale: float
     webhooks_allow_private_targets: bool
     webhooks_timeout_seconds: float
+    webhooks_concurrency: int
     delivery_max_attempts: int
     delivery_retry_schedule: str
     delivery_timeout_seconds: float
@@ -627,6 +646,9 @@ class Settings(BaseModel):
     sqs_queue_prefix: str
     worker_processes: int
     worker_threads: int
+    delivery_concurrency: int
+    delivery_batch_size: int
+    delivery_session_idle_seconds: float
     http_processes: int
     smtp_processes: int
     sweep_interval_seconds: float

@@ -106,16 +106,19 @@ class Schedule:
             self._cv.notify_all()
 
     def take(self, limit: int, timeout: float,
-             stopping: Callable[[], bool] = lambda: False) -> tuple[str, list[str]] | None:
-        """The first due wake-up and up to ``limit - 1`` more due ones of its queue, in time
-        order; None after ``timeout`` seconds without one, or once ``stopping()``."""
+             stopping: Callable[[], bool] = lambda: False,
+             limits: dict[str, int] | None = None) -> tuple[str, list[str]] | None:
+        """The first due wake-up and up to ``limit - 1`` more due ones of its queue (or its
+        own ``limits`` entry), in time order; None after ``timeout`` seconds without one, or
+        once ``stopping()``."""
         deadline = time.monotonic() + timeout
         with self._cv:
             while not stopping():
                 now = time.monotonic()
                 if self._heap and self._heap[0][0] <= now:
                     _, _, queue, body = heapq.heappop(self._heap)
-                    return queue, [body] + self._take_due(queue, limit - 1)
+                    most = (limits or {}).get(queue, limit)
+                    return queue, [body] + self._take_due(queue, most - 1)
                 if now >= deadline:
                     return None
                 wait = deadline - now
@@ -148,7 +151,13 @@ class LocalPort:
     """Delayed messages in a ``Schedule``; due ones are handed to a thread pool running the
     same per-record dispatcher that the Lambda handlers use."""
 
-    BATCH_SIZE = 10  # SQS's batch size for a Lambda (app.py)
+    BATCH_SIZE = 10  # SQS's batch size for a Lambda (app.py), but for deliveries:
+
+    @staticmethod
+    def batch_limits() -> dict[str, int]:
+        """Per-queue batch sizes: deliveries take DELIVERY_BATCH_SIZE at once (their SMTP
+        conversations run side by side on the process's delivery pool)."""
+        return {DELIVERIES: get_settings().delivery_batch_size}
 
     def __init__(self, workers: int = 4, schedule: Schedule | None = None):
         self._batch_handler = None
@@ -203,7 +212,8 @@ class LocalPort:
                     return
             taken = None
             while taken is None and not self._stopping:
-                taken = self.schedule.take(limit, 1.0, stopping)
+                taken = self.schedule.take(limit, 1.0, stopping,
+                                           self.batch_limits() if limit > 1 else None)
             if taken is None:
                 self._free.release()
                 return

@@ -42,6 +42,10 @@ os.environ.update({
     "QUEUE_BACKEND": "local",
     # Test tenants use the documentation names (example.com ...), refused otherwise.
     "RESERVED_DOMAINS_ALLOWED": "example.com,example.net,example.org,example",
+    # A worker's SMTP session closes (and its connection slot is given back) when the worker
+    # is done: tests count slots and sessions per run. The tests of the connection cache
+    # (tests/delivery/test_concurrency.py) turn it on.
+    "DELIVERY_SESSION_IDLE_SECONDS": "0",
 })
 for _name in ("TIME_SCALE", "DELIVERY_RELAY", "ENCRYPTION_KEY", "PORT", "SMTP_PORT",
               "AUTH_ALLOW_REGISTRATION"):

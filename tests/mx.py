@@ -13,6 +13,11 @@ script runs out every message is accepted. Entries:
 rate-limits: once ``n`` messages were accepted it answers every RCPT TO with a throttle reply
 (``421 4.7.0 ...`` by default, as Gmail and Yahoo do) and closes the session, until
 ``stop_throttling()``; ``throttled`` counts those replies (each one an attempt too many).
+``"rcpt:drop"`` closes the connection when that RCPT TO arrives (a session dropped in the
+middle of a pipelined flight). It offers PIPELINING (as real MX hosts do; aiosmtpd reads
+pipelined commands in order) unless ``pipelining=False``. ``open_now``/``peak_open``: sessions
+open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 10 s) until
+``n`` are in DATA at once, ``peak_in_data`` the most seen (concurrency observed at the MX).
 ``connections`` counts sessions, ``rcpts_seen``
 every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
@@ -75,6 +80,12 @@ class _Handler:
     def __init__(self, mx: "ScriptedMX"):
         self.mx = mx
 
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        if self.mx.pipelining:
+            responses.insert(1, "250-PIPELINING")
+        return responses
+
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         self.mx._seen(address)
         throttle = self.mx._throttle_reply()
@@ -85,11 +96,25 @@ class _Handler:
         entry = self.mx._peek()
         if entry is not None and entry.startswith("rcpt:"):
             self.mx._pop()
+            if entry == "rcpt:drop":
+                self.mx._note("dropped")
+                server.transport.close()
+                return None
             return entry[len("rcpt:"):]
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        meeting = self.mx._meeting
+        if meeting is not None:
+            with self.mx._lock:
+                self.mx._in_data += 1
+                self.mx.peak_in_data = max(self.mx.peak_in_data, self.mx._in_data)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, _meet, meeting)
+            finally:
+                with self.mx._lock:
+                    self.mx._in_data -= 1
         gate = self.mx._take_gate()
         if gate is not None:
             arrived, release = gate
@@ -109,21 +134,40 @@ class _Handler:
         return entry
 
 
+def _meet(barrier: threading.Barrier) -> None:
+    try:
+        barrier.wait(10)
+    except threading.BrokenBarrierError:
+        pass
+
+
 class _CountingSMTP(SMTP):
     def __init__(self, handler, mx, **kwargs):
         super().__init__(handler, **kwargs)
         self._mx = mx
+        self._counted = False
 
     def connection_made(self, transport):
         if self._original_transport is None:  # not the second call that STARTTLS makes
             self._mx._note("connection")
+            self._counted = True
         super().connection_made(transport)
+
+    def connection_lost(self, error):
+        if self._counted:
+            self._counted = False
+            self._mx._note("closed")
+        super().connection_lost(error)
 
 
 class ScriptedMX:
     def __init__(self, script: list[str] | None = None, *, tls: bool | ssl.SSLContext = False,
-                 port: int | None = None, host: str = "127.0.0.1"):
+                 port: int | None = None, host: str = "127.0.0.1", pipelining: bool = True):
         self.script: list[str] = list(script or [])
+        self.pipelining = pipelining
+        self.open_now = self.peak_open = 0
+        self.peak_in_data = self._in_data = 0
+        self._meeting: threading.Barrier | None = None
         self.messages: list[Received] = []
         self.connections = 0
         self.rcpts_seen: list[str] = []
@@ -153,6 +197,10 @@ class ScriptedMX:
         with self._lock:
             self._gate = gate
         return gate
+
+    def meet_in_data(self, count: int) -> None:
+        """Each DATA waits until ``count`` conversations are in DATA at once (or 10 s)."""
+        self._meeting = threading.Barrier(count)
 
     def throttle_after(self, accepted: int,
                        reply: str = "421 4.7.0 Try again later, closing connection.") -> None:
@@ -196,6 +244,10 @@ class ScriptedMX:
         with self._lock:
             if what == "connection":
                 self.connections += 1
+                self.open_now += 1
+                self.peak_open = max(self.peak_open, self.open_now)
+            elif what == "closed":
+                self.open_now -= 1
             else:
                 self.drops += 1
 
@@ -211,6 +263,7 @@ class ScriptedMX:
         self._controller.start()
         with self._lock:
             self.connections = 0  # the controller's own start-up probe
+            self.peak_open = self.open_now
         return self
 
     def stop(self) -> None:

@@ -97,8 +97,9 @@ class BrokerPort:
                   delays: list[float] | None = None) -> None:
         self._schedule.push_many(queue, [json.dumps(body) for body in bodies], delays)
 
-    def take(self, limit: int, timeout: float) -> tuple[str, list[str]] | None:
-        return self._schedule.take(limit, timeout)
+    def take(self, limit: int, timeout: float,
+             limits: dict[str, int] | None = None) -> tuple[str, list[str]] | None:
+        return self._schedule.take(limit, timeout, limits=limits)
 
     def add_counts(self, new: dict[str, float]) -> dict[str, float]:
         """observability.share_counters' exchange: adds ``new``, returns the totals."""

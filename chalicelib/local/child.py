@@ -52,8 +52,9 @@ def _serve_smtp(stopped: StopRequest) -> None:
 
 
 def _work(port, stopped: StopRequest) -> None:
-    """WORKER_THREADS threads, each taking a batch of up to 10 due wake-ups of one queue at a
-    time from the broker and handing it to the dispatcher the Lambda handlers use."""
+    """WORKER_THREADS threads, each taking a batch of due wake-ups of one queue at a time
+    from the broker (up to 10; deliveries up to DELIVERY_BATCH_SIZE, their conversations on
+    the process's delivery pool) and handing it to the dispatcher the Lambda handlers use."""
     from chalicelib import observability, queues
     from chalicelib.workers import dispatch
     from chalicelib.workers.registry import load_workers
@@ -63,7 +64,8 @@ def _work(port, stopped: StopRequest) -> None:
     def loop() -> None:
         while not stopped.is_set():
             try:
-                taken = port.take(queues.LocalPort.BATCH_SIZE, 1.0)
+                taken = port.take(queues.LocalPort.BATCH_SIZE, 1.0,
+                                  queues.LocalPort.batch_limits())
             except (EOFError, OSError):  # the broker (the supervisor) is gone
                 log.warning("queue broker gone; worker stops")
                 stopped.set()
@@ -79,6 +81,12 @@ def _work(port, stopped: StopRequest) -> None:
     stopped.wait()
     for thread in threads:  # each ends within a take's timeout
         thread.join()
+    from chalicelib.services.delivery import pacing
+
+    try:  # idle SMTP sessions closed, their destinations' connection slots given back
+        pacing.release_idle(everything=True)
+    except Exception:  # noqa: BLE001  (the database gone: the slots' leases lapse)
+        log.exception("giving back idle delivery sessions' slots failed")
 
 
 def _push_counts(stopped: StopRequest) -> None:

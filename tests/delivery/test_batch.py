@@ -63,7 +63,11 @@ def test_batch_sends_each_once_on_one_session_and_records_each(api, tenant, mx, 
     assert len(mx.messages) == 5
 
 
-def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, tenant, mx, db):
+def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, tenant, mx, db,
+                                                                         monkeypatch):
+    # The MX's script is consumed in arrival order: the two destinations one after the other
+    # (side by side, see test_concurrency.py, either could come first).
+    monkeypatch.setenv("DELIVERY_CONCURRENCY", "1")
     # 1st accepted; 2nd refused at RCPT (5xx; the session goes on after RSET); 3rd deferred
     # with 421 at DATA, after which the session is closed; the 4th goes over a fresh one. (It
     # is for another domain, sorted after the first: the 421 puts recipient.example into

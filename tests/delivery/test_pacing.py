@@ -165,6 +165,7 @@ def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by
                                                                  monkeypatch):
     mx, domain, name = by_hand, f"{unique('solo')}.example", unique("solo")
     _rules(monkeypatch, {"name": name, "domains": [domain], "connections": 1})
+    monkeypatch.setenv("DELIVERY_SESSION_IDLE_SECONDS", "60")
     first, second = _due(db, api, tenant, domain, 2)
     arrived, release = mx.hold_next_data()
     outcomes: list[str] = []
@@ -180,10 +181,13 @@ def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by
         release.set()
         busy.join(30)
     assert outcomes == ["Sent"]
-    assert _destination(name).active == 0  # given back when the worker was done
+    # The worker is done: its session stays open, idle, and keeps the slot (sessions.py).
+    assert _destination(name).active == 1
     clock.advance(timedelta(seconds=30))
-    assert worker.process(second) == "Sent"
-    assert len(mx.messages) == 2
+    assert worker.process(second) == "Sent"  # over that session, on that slot
+    assert len(mx.messages) == 2 and mx.connections == 1
+    pacing.release_idle(everything=True)  # closed: the slot is given back
+    assert _destination(name).active == 0
 
 
 def test_a_dead_workers_slot_is_given_back_when_its_lease_lapses(api, tenant, by_hand, db,

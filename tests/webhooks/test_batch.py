@@ -51,24 +51,31 @@ def test_a_batch_delivers_every_row_once_in_order(api, tenant, private_targets):
         results = webhook_batch.process_batch(ids + [ids[1], 99999999])
         assert [results[i] for i in ids] == ["delivered"] * 4 and results[99999999] == "gone"
         rx.wait_for(4)
-        assert rx.events() == ["MessageDelayed", "MessageSent", "MessageSent", "MessageHeld"]
+        # One message's events in the order they happened; the others' may overlap them.
+        by_message: dict[int, list[str]] = {}
+        for r in rx.requests:
+            by_message.setdefault(r.json()["payload"]["message"]["id"], []).append(
+                r.json()["event"])
+        assert sorted(by_message.values()) == [
+            ["MessageDelayed", "MessageSent"], ["MessageHeld"], ["MessageSent"]]
         assert queue_rows(hook["id"]) == []
         assert [(r.attempt, r.success) for r in log_rows(hook["id"])] == [(1, True)] * 4
         assert webhook_batch.process_batch(ids) == {i: "gone" for i in ids}
         assert len(rx.requests) == 4
 
 
-@postgres_only
 def test_a_failed_event_keeps_the_later_events_of_its_message_behind_it(
         api, tenant, private_targets):
-    with Receiver([500, 200]) as rx:
+    # The first event fails (whenever it arrives: the other message's may come first).
+    with Receiver(answer=lambda r: 500 if r.json()["event"] == "MessageDelayed" else 200) as rx:
         hook = create_webhook(api, tenant, rx.url)
         first, later, other = _events(tenant, hook["id"], [
             (0, "MessageDelayed"), (0, "MessageSent"), (1, "MessageSent")])
         results = webhook_batch.process_batch([first, later, other])
         assert results == {first: "retry", later: "after-earlier-event", other: "delivered"}
-        # Two requests: the failed first event, then the other message's; not the later one.
-        assert rx.events() == ["MessageDelayed", "MessageSent"]
+        # Two requests: the failed first event and the other message's; not the later one.
+        assert sorted(rx.events()) == ["MessageDelayed", "MessageSent"]
+        rx.requests.sort(key=lambda r: r.json()["event"])
         rows = {row.id: row for row in queue_rows(hook["id"])}
         assert set(rows) == {first, later}
         sent_to = [r.json()["payload"]["message"]["id"] for r in rx.requests]
@@ -102,7 +109,9 @@ def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, priva
         assert sorted(r.id for r in rows) == ids
         assert all(r.attempts == 0 and r.locked_by is None for r in rows)
         assert log_rows(hook["id"]) == []
-        assert len(rx.requests) == 3  # at least once: these three will be sent again
+        # At least once: what was sent (the third and any other lane in flight beside it;
+        # the batch waited for them) will be sent again.
+        assert len(rx.requests) == len(calls) >= 3
         assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
         assert queue_rows(hook["id"]) == []
         assert len(log_rows(hook["id"])) == 4

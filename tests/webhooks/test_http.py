@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -62,7 +63,7 @@ class _HTTPS:
 def ca(tmp_path, monkeypatch):
     authority = TestCA(tmp_path)
     monkeypatch.setattr(http, "ca_bundle", lambda: authority.bundle)
-    monkeypatch.setattr(http, "_local", threading.local())  # no pool of another test
+    monkeypatch.setattr(http, "_pools", OrderedDict())  # no pool of another test
     return authority
 
 

@@ -12,10 +12,13 @@ What a batch changes
   first write, its in-flight marker right before DATA (or its outcome, when it never gets
   there: suppressed, DNS failure, refused at MAIL or RCPT). SQLite commits the claim at once
   (its write lock would stop every other writer during the network I/O).
-* **One connection per destination.** Claimed messages are worked through sorted by
-  recipient domain, so consecutive messages for one destination go over one SMTP session
-  (``smtp.py`` keeps it, with RSET between messages; a dropped session or a 421
-  is replaced by a fresh one before anything of the next message is sent).
+* **Destinations side by side.** Claimed messages are grouped by recipient domain; each
+  domain's messages go, in order, over one SMTP session (``smtp.py`` keeps it, with RSET
+  between messages when needed; a dropped session or a 421 is replaced by a fresh one
+  before anything of the next message is sent), while the batch's other domains run beside
+  it on the process's delivery I/O pool (``concurrency.py``, DELIVERY_CONCURRENCY), each on
+  a database session of its own. Then the claim is committed before they start (below, the
+  merged claim applies to a batch of one domain, or DELIVERY_CONCURRENCY=1).
 * **One connection slot per destination.** Each message is admitted by per-destination
   pacing (``pacing.py``) before it is sent; the worker takes the destination's connection
   slot with the first and keeps it for the consecutive messages to it, giving it back when
@@ -65,13 +68,14 @@ commit (a WAL flush) it saves.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 from sqlalchemy import event
 
-from chalicelib.db import claims, session_scope
+from chalicelib.db import claims, session_scope, tenancy
 from chalicelib.db.engine import autocommit_engine
-from chalicelib.services.delivery import attempt, claim, pacing
+from chalicelib.services.delivery import attempt, claim, concurrency, pacing
 from chalicelib.services.delivery.recorder import PendingOutcome, Recorder
 
 log = logging.getLogger(__name__)
@@ -129,9 +133,13 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
         # must not stay open during network I/O, so the claim commits at once.
         merged = autocommit_engine() is not None
         rows = claim.run(db, statement, params, autocommit=False)
-        if not merged:
-            db.commit()
         claimed = {row.id: row for row in rows}
+        groups = _by_destination(claimed.values())
+        concurrent = len(groups) > 1 and concurrency.width() > 1
+        if not merged or concurrent:
+            # Destinations side by side: each on its own session, so the claim is committed
+            # before any of them starts.
+            db.commit()
         if not claimed:
             db.rollback()  # nothing claimed: no transaction to keep open
         unclaimed = [i for i in ids if i not in claimed]
@@ -140,37 +148,66 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
                 for message_id in unclaimed:
                     results[message_id] = claim.not_claimed(other, message_id,
                                                             params.get(claims.CLAIM_NOW))
-        recorder = BatchRecorder(claim_open=merged and bool(claimed))
-        pacer = pacing.Pacer(worker)  # one connection slot at a time, kept per destination
-        event.listen(db, "after_commit", recorder.claim_committed)
-        try:
-            queue = sorted(claimed.values(), key=_destination)
-            while queue:
-                message = queue.pop(0)
-                try:
-                    results[message.id] = attempt.attempt(db, message, worker, recorder,
-                                                          pacer)
-                except Exception:  # noqa: BLE001
-                    # As for a single message: its claim stays and expires, so it is retried;
-                    # the rest of the batch goes on.
-                    log.exception("delivery of message %s failed unexpectedly", message.id)
-                    db.rollback()
-                    results[message.id] = "failed"
-                    if recorder.claim_open:  # the rollback took the claim back
-                        recorder.claim_open = False
-                        queue = _claim_again(db, statement, worker, message.id, queue, results)
-                if recorder.claim_open:  # not committed by a write after all: now
-                    db.commit()
-            recorder.flush()
-            pacer.finish(db)
-            for message_id in recorder.lost:  # its outcome was not written: see settle()
-                results[message_id] = "claim-lost"
-        finally:
-            # A BaseException (the worker is being killed) writes nothing more, as a real
-            # kill would not: the pending outcome is lost and its marker speaks for it; a
-            # claim still open is rolled back (nothing of the batch reached DATA yet).
-            event.remove(db, "after_commit", recorder.claim_committed)
+        if concurrent:
+            for found in concurrency.run_all([functools.partial(_deliver_group, group, worker)
+                                              for group in groups]):
+                results.update(found)
+        else:
+            queue = [message for group in groups for message in group]
+            results.update(_deliver(db, queue, worker, statement,
+                                    claim_open=merged and bool(claimed)))
     return results
+
+
+def _deliver_group(group: list, worker: str) -> dict[int, str]:
+    """One destination's messages of a batch, on a session of their own (an I/O thread)."""
+    with session_scope() as db:
+        tenancy.act(db, tenancy.for_servers(message.server_id for message in group))
+        return _deliver(db, group, worker, claim.statement(many=True), claim_open=False)
+
+
+def _deliver(db, queue: list, worker: str, statement, claim_open: bool) -> dict[int, str]:
+    """The claimed messages in order, each through the steps; outcomes ride on the next
+    marker. ``claim_open``: the batch's claim is not committed yet (see above)."""
+    results: dict[int, str] = {}
+    recorder = BatchRecorder(claim_open=claim_open)
+    pacer = pacing.Pacer(worker)  # one connection slot at a time, kept per destination
+    event.listen(db, "after_commit", recorder.claim_committed)
+    try:
+        queue = list(queue)
+        while queue:
+            message = queue.pop(0)
+            try:
+                results[message.id] = attempt.attempt(db, message, worker, recorder, pacer)
+            except Exception:  # noqa: BLE001
+                # As for a single message: its claim stays and expires, so it is retried;
+                # the rest of the batch goes on.
+                log.exception("delivery of message %s failed unexpectedly", message.id)
+                db.rollback()
+                results[message.id] = "failed"
+                if recorder.claim_open:  # the rollback took the claim back
+                    recorder.claim_open = False
+                    queue = _claim_again(db, statement, worker, message.id, queue, results)
+            if recorder.claim_open:  # not committed by a write after all: now
+                db.commit()
+        recorder.flush()
+        pacer.finish(db)
+        for message_id in recorder.lost:  # its outcome was not written: see settle()
+            results[message_id] = "claim-lost"
+    finally:
+        # A BaseException (the worker is being killed) writes nothing more, as a real
+        # kill would not: the pending outcome is lost and its marker speaks for it; a
+        # claim still open is rolled back (nothing of the batch reached DATA yet).
+        event.remove(db, "after_commit", recorder.claim_committed)
+    return results
+
+
+def _by_destination(messages) -> list[list]:
+    """The claimed messages grouped by recipient domain, each group in id order."""
+    groups: dict[str, list] = {}
+    for message in sorted(messages, key=_destination):
+        groups.setdefault(_destination(message)[0], []).append(message)
+    return list(groups.values())
 
 
 def _claim_again(db, statement, worker: str, failed_id: int, queue: list,

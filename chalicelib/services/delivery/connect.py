@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from chalicelib import dns_lookup
 from chalicelib.config import get_settings
+from chalicelib.services.delivery import pipelining
 from chalicelib.services.delivery.egress import Egress, Source
 
 OPPORTUNISTIC, REPORT, REQUIRE = "opportunistic", "report", "require"
@@ -39,7 +40,7 @@ RELAY_WAIT_FACTOR = 4
 
 @dataclass
 class Session:
-    smtp: smtplib.SMTP
+    smtp: pipelining.Client
     address: str                 # the address dialled
     source: str | None           # the pool address it came from (None: the system's choice)
     tls: bool = False
@@ -137,7 +138,7 @@ def open_session(host: str, port: int, *, egress: Egress, tls_mode: str,
 def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
           domain: str, wait: float = 1) -> Session:
     settings = get_settings()
-    smtp = smtplib.SMTP(local_hostname=source.hostname,
+    smtp = pipelining.Client(local_hostname=source.hostname,
                         timeout=settings.delivery_timeout_seconds * wait,
                         source_address=(source.address, 0) if source.address else None)
     smtp._host = host  # smtplib takes the TLS server name from here (SNI, certificate check)

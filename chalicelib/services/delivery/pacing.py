@@ -14,7 +14,11 @@ state is one row of ``delivery_destinations``, shared through the database, so e
   slot (``active`` + 1, with a ``delivery_leases`` row that lapses after
   CLAIM_TIMEOUT_SECONDS, so a worker that dies gives its slot back when the destination runs
   out) before connecting, and keeps it for the consecutive messages of a batch to that
-  destination (they share one SMTP session).
+  destination (they share one SMTP session). When the worker is done with the destination
+  its session stays open, idle, and keeps the slot (``sessions.py``: parked, adopted by the
+  process's next run there without a statement; closed and the slot given back after
+  DELIVERY_SESSION_IDLE_SECONDS, or at once when a run of the process finds no free slot),
+  so the limit counts idle sessions too.
 * **Messages a minute.** ``per_minute`` (0: none), as the generic cell rate algorithm: a
   message may go when the destination's theoretical arrival time is at most a tolerance
   ahead of now (a burst of 10 seconds' worth), and moves it on by 60/per_minute seconds.
@@ -58,7 +62,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import os
 import random
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -67,9 +75,12 @@ from sqlalchemy import func, insert, or_, select, tuple_, update
 
 from chalicelib import clock, observability, statuses
 from chalicelib.config import get_settings
+from chalicelib.db import session_scope
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import DeliveryDestination, DeliveryLease
-from chalicelib.services.delivery import smtp, writes
+from chalicelib.services.delivery import sessions, smtp, writes
+
+log = logging.getLogger(__name__)
 
 D, L = DeliveryDestination.__table__, DeliveryLease.__table__
 EPOCH = datetime(1970, 1, 1)
@@ -359,6 +370,7 @@ class Pacer:
     def __init__(self, worker: str):
         self.worker = worker
         self.held: tuple[int, str] | None = None  # the destination whose slot we hold
+        self.slot: sessions.Slot | None = None    # that slot (and its session)
         self.current: tuple[int, str, _Limits, int] | None = None  # (pool, name, limits, throttles)
         self.pending: Admission | None = None  # the current message's, left to its marker
         self._destinations: dict[tuple, tuple[str, Rule, _Limits]] = {}
@@ -376,6 +388,10 @@ class Pacer:
         if self.held is not None and self.held != (pool, name):
             self.finish(db)  # moving on: the previous destination's session is done
         slot = self.held is None
+        if slot:  # a slot this process parked with an idle session to the destination?
+            self.slot = self._adopt(db, pool, name)
+            if self.slot is not None:
+                self.held, slot = (pool, name), False
         if not slot and not rule.per_minute and previous is not None and \
                 previous[:2] == (pool, name) and autocommit_engine() is not None:
             # The slot is ours and its session open: admitted by the marker's statement.
@@ -387,11 +403,13 @@ class Pacer:
             return None
         for _ in range(3):
             now = clock.now()
-            params = _params(pool, name, limits, now, holder=self.worker)
+            taking = sessions.Slot(pool, name, self.worker) if slot else None
+            params = _params(pool, name, limits, now,
+                             holder=taking.holder if taking else self.worker)
             rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
             if rows:
                 if slot:
-                    self.held = (pool, name)
+                    self.held, self.slot = (pool, name), taking
                 self.current = (pool, name, limits, rows[0].throttles)
                 return None
             wait = _refused(db, pool, name, limits, slot, now)
@@ -399,6 +417,18 @@ class Pacer:
                 return wait
         # Raced three times in a row (another worker changed the row each time): later.
         return _slot_wait(pool, name, limits, clock.now())
+
+    def _adopt(self, db, pool: int, name: str) -> sessions.Slot | None:
+        found, stale = sessions.adopt(pool, name)
+        for old in stale:
+            _give_back(db, old)
+        return found
+
+    def session_slot(self) -> sessions.Slot | None:
+        """The slot the current message goes out on (its session is the slot's)."""
+        if self.current is None or self.slot is None or self.held != self.current[:2]:
+            return None
+        return self.slot
 
     def _destination(self, domain: str, hosts: list) -> tuple[str, Rule, _Limits]:
         """``destination`` and its limits, kept for the run (a batch's messages mostly go
@@ -446,12 +476,57 @@ class Pacer:
             self.current = None
 
     def finish(self, db) -> None:
-        """Give the held connection slot back (the worker is done with that destination)."""
+        """Done with the held slot's destination: park the slot with its session, idle,
+        for the next run (sessions.py), or give it back."""
         if self.held is not None:
-            pool, name = self.held
-            self.held = None
-            _run(db, _give_back_statements, {"p_pool": pool, "p_dest": name,
-                                             "p_holder": self.worker}, False)
+            slot, self.held, self.slot = self.slot, None, None
+            if slot is not None and sessions.park(slot):
+                _start_reaper()
+            elif slot is not None:
+                _give_back(db, slot)
+
+
+def _give_back(db, slot: sessions.Slot) -> None:
+    pool, name = slot.key
+    _run(db, _give_back_statements, {"p_pool": pool, "p_dest": name, "p_holder": slot.holder},
+         False)
+
+
+def release_idle(everything: bool = False) -> int:
+    """Close the parked sessions idle for DELIVERY_SESSION_IDLE_SECONDS (``everything``:
+    all of them, as a Lambda invocation ends) and give their slots back."""
+    slots = sessions.expired(everything)
+    if slots:
+        with session_scope() as db:
+            for slot in slots:
+                _give_back(db, slot)
+    return len(slots)
+
+
+_reaper: threading.Thread | None = None
+_reaper_lock = threading.Lock()
+
+
+def _start_reaper() -> None:
+    """A thread of the process closes parked sessions once idle too long (not on Lambda:
+    a frozen function runs nothing between invocations; the handler releases them all)."""
+    global _reaper
+    if _reaper is not None or os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        return
+    with _reaper_lock:
+        if _reaper is None:
+            _reaper = threading.Thread(target=_reap, name="delivery-session-reaper",
+                                       daemon=True)
+            _reaper.start()
+
+
+def _reap() -> None:
+    while True:
+        time.sleep(max(0.05, min(1.0, sessions.idle_seconds() / 4)))
+        try:
+            release_idle()
+        except Exception:  # noqa: BLE001  (the database away: the leases lapse anyway)
+            log.exception("closing idle delivery sessions failed")
 
 
 def _params(pool: int, name: str, limits: _Limits, now: datetime, holder: str) -> dict:
@@ -489,7 +564,10 @@ def _refused(db, pool: int, name: str, limits: _Limits, slot: bool,
                            f"{_iso(row.backoff_until)}; next attempt at {_iso(until)} "
                            "(pacing)", name)
     if slot and row.active >= limits.rule.connections:
-        if _run(db, _give_back_statements, key, True):  # lapsed leases of dead workers
+        evicted = sessions.evict(pool, name)  # our own idle sessions there: closed
+        for parked in evicted:
+            _give_back(db, parked)
+        if evicted or _run(db, _give_back_statements, key, True):  # or dead workers' leases
             return None
         return _slot_wait(pool, name, limits, now)
     if limits.interval and ts + limits.tolerance < row.tat <= _tat_horizon(limits, ts):

@@ -21,11 +21,23 @@ called right before the DATA command, so the caller can record that the end-of-d
 about to be reached (see attempt.py).
 
 Connections are reused: after a session answered a message (accepted it, or refused it with
-anything but 421), it stays open (per thread, per host, pool and TLS requirement, at most
-IDLE_REUSE_SECONDS idle) and the next message to the same host starts with MAIL FROM on it
-(RSET first when the previous transaction was left half-way), as
-Postfix's connection cache does. A cached session found dead (or answering 421) at RSET or
-MAIL is replaced by a fresh one; nothing of the new message had been sent, so this is safe.
+anything but 421), it stays open and the next message to the same host starts with MAIL FROM
+on it (RSET first when the previous transaction was left half-way), as Postfix's connection
+cache does. A paced delivery passes its destination's connection ``slot`` (sessions.py): the
+session is the slot's, one per slot, kept across messages and the process's threads while
+the slot is held or parked. Without a slot (a direct caller) sessions are kept per thread,
+per host, pool and TLS requirement, at most IDLE_REUSE_SECONDS idle. A reused session found
+dead (or answering 421) at RSET or at the envelope's first reply is replaced by a fresh
+one; nothing of the new message had been delivered, so this is safe.
+
+PIPELINING (RFC 2920, ``pipelining.py``): when the session offers it, MAIL, RCPT and DATA go
+in one flight; ``before_data`` (the in-flight marker) then runs between the 354 and the
+content. A refusal inside the flight is the reply to its own command (a refused recipient
+is the recipient's refusal, whatever DATA answered); the session is kept and reset (RSET)
+before its next message. A server that answers 354 although it refused every recipient,
+and a ``before_data`` that raises after the 354, end the session (a lone "." would deliver
+an empty message). Without PIPELINING each command waits for its reply, the marker right
+before DATA.
 
 Outcomes: 2xx after DATA -> Sent; a 5xx to MAIL, RCPT or DATA -> HardFail; a 4xx, a dropped
 connection, a timeout or no reachable host -> SoftFail.
@@ -41,7 +53,7 @@ from typing import Callable, NamedTuple
 
 from chalicelib.config import get_settings
 from chalicelib import dns_lookup, observability, statuses
-from chalicelib.services.delivery import connect, relay_report
+from chalicelib.services.delivery import connect, relay_report, sessions
 from chalicelib.services.delivery.connect import describe as _describe, text as _text
 from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
@@ -170,11 +182,7 @@ def _put_cached(key: tuple, session: connect.Session, clean: bool) -> None:
     conns[key] = _Cached(session, clean, time.monotonic())
 
 
-def _close(smtp) -> None:
-    try:
-        smtp.quit()
-    except Exception:  # noqa: BLE001  (closing a session we are done with)
-        smtp.close()
+_close = sessions.close
 
 
 def close_cached() -> None:
@@ -194,11 +202,12 @@ class _Stop(Exception):
 
 def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: bytes,
          before_data: Callable[[str], None] | None = None, egress: Egress = DIRECT,
-         policy=None, relayed: bool = False) -> Outcome:
+         policy=None, relayed: bool = False, slot=None) -> Outcome:
     """Try ``hosts`` in order; returns the Outcome of the host that answered the envelope
     (or the last failure when none did). ``egress``: the IP pool's sources; ``policy``: the
     recipient domain's MTA-STS policy (``mta_sts.Policy``), for MX hosts; ``relayed``: the
-    hosts are the IP pool's relay, whose report of the onward delivery the outcome takes."""
+    hosts are the IP pool's relay, whose report of the onward delivery the outcome takes;
+    ``slot``: the destination's connection slot (sessions.Slot) whose session to use."""
     started = time.perf_counter()
     if hosts == [CAPTURE]:
         return _capture(mail_from, rcpt_to, data, started)
@@ -222,7 +231,7 @@ def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: by
         try:
             _converse(host, port, outcome, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
                       before_data=before_data, egress=egress, tls_mode=tls_mode, domain=domain,
-                      refusals=refusals)
+                      refusals=refusals, slot=slot)
         except _NextHost:
             last = outcome
             continue
@@ -308,38 +317,64 @@ def _use(outcome: Outcome, session: connect.Session) -> None:
 
 def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to: str,
               data: bytes, before_data, egress: Egress, tls_mode: str, domain: str,
-              refusals: list[str]) -> None:
+              refusals: list[str], slot=None) -> None:
     key = (host, port, egress.key, tls_mode)
-    cached = _take_cached(key)
-    code = reply = None
-    if cached is not None:
-        session = cached.session
+    if slot is not None:
+        reused = slot.take(key)
+    else:
+        cached = _take_cached(key)
+        reused = None if cached is None else (cached.session, cached.clean)
+    session = None
+    if reused is not None:
+        session, clean = reused
         try:
             # After a transaction that ended with the reply to its data the server has
             # already reset its state (RFC 5321 4.1.1.4); after one left half-way (a refused
-            # recipient) RSET clears it. Either way nothing of this message was sent before
-            # the session proved alive, so a dead one is safely replaced.
-            code = 250 if cached.clean else session.smtp.rset()[0]
-            if code == 250:
-                code, reply = session.smtp.mail(mail_from)
-            else:
-                code = 421
+            # recipient) RSET clears it.
+            if not clean and session.smtp.rset()[0] != 250:
+                raise smtplib.SMTPServerDisconnected("RSET refused")
         except (OSError, smtplib.SMTPException):
-            code, reply = 421, b"cached session lost"
-        if code == 421:  # the server ended the idle session: start a fresh one
             session.smtp.close()
-            cached = None
-    if cached is None:
-        session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
-        code = None
+            session = None
+    if session is not None:
+        try:
+            _transaction(session, outcome, mail_from, rcpt_to, data, before_data, domain,
+                         refusals, key, slot, reused=True)
+            return
+        except _Stale:  # the idle session was gone before anything of this message went
+            session.smtp.close()
+            outcome.code = outcome.output = None
+            outcome.stage = "connect"
+    session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
+    _transaction(session, outcome, mail_from, rcpt_to, data, before_data, domain, refusals,
+                 key, slot, reused=False)
+
+
+class _Stale(Exception):
+    """A reused session answered the envelope's first command with 421 or was gone."""
+
+
+def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcpt_to: str,
+                 data: bytes, before_data, domain: str, refusals: list[str], key: tuple,
+                 slot, reused: bool) -> None:
     _use(outcome, session)
     if session.problem:  # testing mode: a new session or a reused one, reported each time
         refusals.append(session.problem)
     smtp = session.smtp
-    broken = completed = False
+    broken = completed = stale = abandoned = False
     try:
-        if code is None:
+        if smtp.pipelining():
+            completed = _pipelined(smtp, outcome, mail_from, rcpt_to, data, before_data,
+                                   domain, reused)
+            return
+        try:
             code, reply = smtp.mail(mail_from)
+        except (OSError, smtplib.SMTPException):
+            if reused:
+                raise _Stale() from None
+            raise
+        if code == 421 and reused:
+            raise _Stale()
         if code != 250:
             return _classify(outcome, code, reply, "envelope", "the sender", domain)
         code, reply = smtp.rcpt(rcpt_to)
@@ -356,6 +391,11 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
                              domain)
         _classify(outcome, code, reply, "done" if 200 <= code < 300 else "data", "the message",
                   domain)
+    except _Stale:
+        stale = True  # the caller closes it and opens a fresh one
+        raise
+    except _Abandon:
+        abandoned = True
     except (OSError, smtplib.SMTPException) as exc:
         broken = True
         outcome.status = SOFT
@@ -363,10 +403,70 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
             outcome.stage = "envelope"
         outcome.details = f"connection to {outcome.host} failed during the " \
                           f"{outcome.stage} stage: {_describe(exc)}"
+    except BaseException:
+        # before_data raised (after a pipelined 354 the session is in its DATA state: a QUIT
+        # would be read as content): the connection is dropped, nothing more said.
+        abandoned = True
+        raise
     finally:
         # A session that answered (even a refusal) serves the next message; one
         # that failed or is closing (421) does not.
-        if not broken and outcome.code is not None and outcome.code != 421:
-            _put_cached(key, session, completed)
+        if stale:
+            pass
+        elif abandoned:
+            smtp.close()
+        elif not broken and outcome.code is not None and outcome.code != 421:
+            _keep(key, session, completed, slot)
         else:
             _close(smtp)
+
+
+class _Abandon(Exception):
+    """The session was left in the DATA state without content: it is closed."""
+
+
+def _pipelined(smtp, outcome: Outcome, mail_from: str, rcpt_to: str, data: bytes,
+               before_data, domain: str, reused: bool) -> bool:
+    """MAIL, RCPT and DATA in one flight; True when the transaction ended with the reply to
+    the content (the session needs no RSET)."""
+    try:
+        (mail_code, mail_reply), (rcpt_code, rcpt_reply), go_ahead = smtp.envelope(
+            mail_from, rcpt_to)
+    except (OSError, smtplib.SMTPException):
+        if reused:
+            raise _Stale() from None
+        raise
+    if mail_code == 421 and reused:
+        raise _Stale()
+    if go_ahead[0] == 354 and (mail_code != 250 or rcpt_code not in (250, 251)):
+        # Told to send content for a transaction it refused: never send it (RFC 2920 3.1)
+        _refusal(outcome, mail_code, mail_reply, rcpt_code, rcpt_reply, domain)
+        raise _Abandon()
+    if mail_code != 250 or rcpt_code not in (250, 251):
+        _refusal(outcome, mail_code, mail_reply, rcpt_code, rcpt_reply, domain)
+        return False
+    if go_ahead[0] != 354:
+        _classify(outcome, go_ahead[0], go_ahead[1], "data", "the message", domain)
+        return False
+    if before_data is not None:
+        before_data(outcome.host)  # the in-flight marker: between the 354 and the content
+    outcome.stage = "data"
+    code, reply = smtp.content(data, go_ahead)
+    _classify(outcome, code, reply, "done" if 200 <= code < 300 else "data", "the message",
+              domain)
+    return True
+
+
+def _refusal(outcome: Outcome, mail_code: int, mail_reply, rcpt_code: int, rcpt_reply,
+             domain: str) -> None:
+    if mail_code != 250:
+        _classify(outcome, mail_code, mail_reply, "envelope", "the sender", domain)
+    else:
+        _classify(outcome, rcpt_code, rcpt_reply, "envelope", "the recipient", domain)
+
+
+def _keep(key: tuple, session: connect.Session, clean: bool, slot) -> None:
+    if slot is not None:
+        slot.keep(key, session, clean)
+    else:
+        _put_cached(key, session, clean)

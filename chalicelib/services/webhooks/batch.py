@@ -4,34 +4,45 @@ together around the single-row steps of ``deliver.py``.
 On PostgreSQL the batch's rows are claimed with ONE ``SELECT ... FOR UPDATE SKIP LOCKED``
 and the attempts' outcomes (rows deleted or rescheduled, log rows) are written together at
 the end of that same transaction (``_Writes``): one commit and a few statements for the
-batch, where each row alone costs one commit and a statement. The POSTs go out one
-after another over the worker thread's keep-alive connection per receiver (``http.py``). A
+batch, where each row alone costs one commit and a statement. The POSTs go out side by side
+on the process's pool of WEBHOOKS_CONCURRENCY threads (``concurrency.py``: one lane per
+webhook and message, the rest each alone) over keep-alive connections per receiver
+(``http.py``); the transaction, holding every claimed row's lock, ends only after the last
+lane has finished, so no row is posted twice at once. A
 crashed worker's row locks die with its connection and nothing of the batch is recorded, so
 every row is due again (a receiver may then see a request twice, with the same
 X-Service-UUID, as after any lost answer; webhooks are at least once).
 
-Order: rows are delivered in id order (the order their events happened). When a message's
-event fails for a webhook, that webhook's later events for the same message in the batch
-are not sent before it: they are moved to the failed one's next attempt time.
+Order: one webhook's events about one message are delivered in id order (the order they
+happened), one after another in their lane. When one of them fails, that webhook's later
+events for the same message in the batch are not sent before it: they are moved to the
+failed one's next attempt time. Events of different messages, or to different webhooks,
+may overlap or arrive in any order.
 
-A slow receiver must not hold the lock (and a Lambda) for long: after BATCH_SECONDS the
-outcomes so far are committed and the rest of the batch is claimed again (SKIP LOCKED: a row
-another worker took meanwhile is left to it).
+A slow receiver must not hold the lock (and a Lambda) for long: a row not begun within
+BATCH_SECONDS of the claim (a lane behind a slow receiver, or waiting for the pool) is left,
+the outcomes so far are committed once the running lanes finish and the rest of the batch
+is claimed again (SKIP LOCKED: a row another worker took meanwhile is left to it). A
+receiver that hangs holds only its own lane (up to WEBHOOKS_TIMEOUT_SECONDS): the others
+are posted meanwhile.
 
 Elsewhere (SQLite, where an open transaction holds the database's write lock) each row goes
-through ``deliver.process``.
+through ``deliver.process`` (its own claim, ``locked_by``, and outcome), the lanes side by
+side all the same.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import timedelta
 
-from sqlalchemy import bindparam, delete, insert, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from chalicelib import clock, queues
 from chalicelib.config import get_settings
-from chalicelib.db import get_engine
+from chalicelib.db import claims, get_engine, tenancy
+from chalicelib.services.webhooks import concurrency
 from chalicelib.services.webhooks import deliver as single
 from chalicelib.services.webhooks.deliver import HOOK, LOG, REQ
 
@@ -44,8 +55,10 @@ def process_batch(row_ids: list[int]) -> dict[int, str]:
     ids = list(dict.fromkeys(row_ids))
     settings = get_settings()
     engine = get_engine(settings.database_url)
-    if len(ids) == 1 or engine.dialect.name != "postgresql":
-        return {row_id: single.process(row_id) for row_id in ids}
+    if len(ids) == 1:
+        return {ids[0]: single.process(ids[0])}
+    if engine.dialect.name != "postgresql":
+        return _each(engine, ids, settings)
     results: dict[int, str] = {}
     wakeups: list[tuple[int, float]] = []
     with engine.connect() as conn:
@@ -58,9 +71,82 @@ def process_batch(row_ids: list[int]) -> dict[int, str]:
     return results
 
 
+def _each(engine, ids: list[int], settings) -> dict[int, str]:
+    """Not PostgreSQL (SQLite: an open transaction holds the database's write lock, so none
+    stays open during the POSTs): the batch's rows are claimed in one short transaction
+    (``locked_by``, as ``deliver.process`` claims one), posted in lanes side by side, and
+    their outcomes written in a second one, each change guarded by our ``locked_by``
+    (``deliver._record``'s rules: a row taken over after a claim expiry is not ours)."""
+    worker = claims.worker_id()
+    now = clock.now()
+    results: dict[int, str] = {}
+    with engine.connect() as conn, conn.begin():
+        with tenancy.across_tenants(conn, "webhook-claim"):
+            claimed = {row.id for row in conn.execute(
+                update(REQ).where(REQ.c.id.in_(ids), REQ.c.next_attempt_at <= now,
+                                  single.unclaimed_at(now, settings), single.HOOK_ENABLED)
+                .values(locked_by=worker, locked_at=now, woken_at=None).returning(REQ.c.id))}
+            rows = conn.execute(
+                select(REQ.c.id, REQ.c.message_id, *single.JOB_COLUMNS, *single.HOOK_COLUMNS)
+                .join(HOOK, HOOK.c.id == REQ.c.webhook_id)
+                .where(REQ.c.id.in_(claimed)).order_by(REQ.c.id)).all() if claimed else []
+            for row_id in ids:
+                if row_id not in claimed:
+                    results[row_id] = single.not_claimed(conn, row_id, now, False, settings)
+    failed: dict[tuple, bool] = {}  # (webhook, message) of a failed event: one lane's key
+
+    def deliver(lane: list) -> list[tuple]:
+        done = []
+        for row in lane:
+            key = (row.webhook_id, row.message_id)
+            if row.message_id is not None and key in failed:
+                done.append((row, None, None))  # behind the failed one: moved, not sent
+                continue
+            job = single.Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
+                              row.attempts + 1, row.url, row.sign, row.headers_encrypted,
+                              row.last_used_at)
+            outcome = single.attempt_job(job, settings)
+            if not outcome.success:
+                failed[key] = True
+            done.append((row, job, outcome))
+        return done
+
+    attempts = concurrency.run_lanes(rows, _lane_key, deliver, settings)
+    wakeups: list[tuple[int, float]] = []
+    reports = []
+    with engine.connect() as conn, conn.begin():
+        tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
+        retried_at: dict[tuple, object] = {}
+        for row, job, outcome in sorted(attempts, key=lambda done: done[0].id):
+            key = (row.webhook_id, row.message_id)
+            if job is None:
+                next_at = retried_at.get(key)
+                if next_at is None:  # the failed one was dropped or is not ours: let go
+                    next_at = clock.now()
+                conn.execute(update(REQ).where(REQ.c.id == row.id, REQ.c.locked_by == worker)
+                             .values(next_attempt_at=next_at, locked_by=None, locked_at=None))
+                wakeups.append((row.id, (next_at - clock.now()).total_seconds()))
+                results[row.id] = "after-earlier-event"
+                continue
+            result, delay = single.record(conn, row.id, worker, job, outcome, settings)
+            results[row.id] = result
+            if delay is not None:
+                wakeups.append((row.id, delay))
+                # (at or after the moment record() chose: later events wait at least as long)
+                retried_at[key] = clock.now() + timedelta(seconds=delay)
+            reports.append((row.id, job, outcome, result))
+    for row_id, delay in wakeups:  # after the commit: the rows are visible
+        queues.enqueue(single.QUEUE, row_id, min(max(delay, 0.0), queues.SQS_MAX_DELAY))
+    for report in reports:
+        single.report(*report)
+    return results
+
+
 def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[int]:
     """Claim ``ids`` (those due, unclaimed and not locked by another worker), deliver them
-    in order within BATCH_SECONDS; returns the ids left for the next transaction."""
+    (lanes side by side, ``concurrency.py``) within BATCH_SECONDS; returns the ids left for
+    the next transaction. The POSTs run in the pool's threads; every statement runs here,
+    on ``conn``, after the last lane has finished."""
     now = clock.now()
     rows = single.claim_batch(conn, ids, now, settings)
     found = {row.id for row in rows}
@@ -68,37 +154,54 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
         if row_id not in found and row_id not in results:
             results[row_id] = single.not_claimed(conn, row_id, now, True, settings)
     started = time.perf_counter()
-    failed: dict[tuple, object] = {}   # (webhook, message) -> its next attempt time
+    # (webhook, message) -> its next attempt time: a key is one lane's, so never shared.
+    failed: dict[tuple, object] = {}
     last_used: dict[int, object] = {}  # webhook -> last_used_at as this batch left it
     writes = _Writes()
-    for index, row in enumerate(rows):
-        if index and time.perf_counter() - started > BATCH_SECONDS:
-            writes.flush(conn)
-            return [r.id for r in rows[index:]]
-        key = (row.webhook_id, row.message_id)
-        if row.message_id is not None and key in failed:
-            next_at = failed[key]
-            conn.execute(update(REQ).where(REQ.c.id == row.id)
-                         .values(next_attempt_at=next_at))
-            wakeups.append((row.id, (next_at - now).total_seconds()))
-            results[row.id] = "after-earlier-event"
-            continue
-        job = single.Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
-                          row.attempts + 1, row.url, row.sign, row.headers_encrypted,
-                          last_used.get(row.webhook_id, row.last_used_at))
-        outcome = single.attempt_job(job, settings)
-        result, delay = writes.add(row.id, job, outcome, settings)
-        results[row.id] = result
-        if outcome.success:
-            last_used[row.webhook_id] = clock.now() if _stale(job, now) else job.last_used_at
-        else:
-            log.info("webhook %s %s attempt %d to %s failed: %s (%s)", job.event, job.uuid,
-                     job.attempt, job.url, outcome.error, result)
-            if delay is not None:
-                wakeups.append((row.id, delay))
-                failed[key] = clock.now() + timedelta(seconds=delay)
+    lock = threading.Lock()  # over writes, results, wakeups and last_used
+    begun: list[int] = []
+
+    def deliver(lane: list) -> list[int]:
+        """One lane's rows in order; returns those left for the next transaction."""
+        for index, row in enumerate(lane):
+            if begun and time.perf_counter() - started > BATCH_SECONDS:
+                return [r.id for r in lane[index:]]
+            begun.append(row.id)
+            key = (row.webhook_id, row.message_id)
+            if row.message_id is not None and key in failed:
+                next_at = failed[key]
+                with lock:
+                    writes.moved.append((row.id, next_at))
+                    wakeups.append((row.id, (next_at - now).total_seconds()))
+                    results[row.id] = "after-earlier-event"
+                continue
+            with lock:
+                last = last_used.get(row.webhook_id, row.last_used_at)
+            job = single.Job(row.webhook_id, row.server_id, row.event, row.uuid, row.body,
+                              row.attempts + 1, row.url, row.sign, row.headers_encrypted, last)
+            outcome = single.attempt_job(job, settings)
+            with lock:
+                result, delay = writes.add(row.id, job, outcome, settings)
+                results[row.id] = result
+                if outcome.success:
+                    last_used[row.webhook_id] = \
+                        clock.now() if _stale(job, now) else job.last_used_at
+                elif delay is not None:
+                    wakeups.append((row.id, delay))
+            if not outcome.success:
+                log.info("webhook %s %s attempt %d to %s failed: %s (%s)", job.event,
+                         job.uuid, job.attempt, job.url, outcome.error, result)
+                if delay is not None:
+                    failed[key] = clock.now() + timedelta(seconds=delay)
+        return []
+
+    left = concurrency.run_lanes(rows, _lane_key, deliver, settings)
     writes.flush(conn)
-    return []
+    return sorted(left)
+
+
+def _lane_key(row):
+    return (row.webhook_id, row.message_id) if row.message_id is not None else None
 
 
 _LOG_INSERT = insert(LOG).returning(LOG.c.id)
@@ -116,6 +219,7 @@ class _Writes:
         self.retried: list[tuple[int, dict]] = []
         self.logs: list[dict] = []
         self.touched: dict[int, object] = {}
+        self.moved: list[tuple[int, object]] = []  # rows put behind an earlier failed event
 
     def add(self, row_id: int, job, outcome, settings) -> tuple[str, float | None]:
         now = clock.now()
@@ -133,6 +237,8 @@ class _Writes:
     def flush(self, conn) -> None:
         if self.deleted:
             conn.execute(_DELETE, {"ids": self.deleted})
+        for row_id, next_at in self.moved:
+            conn.execute(update(REQ).where(REQ.c.id == row_id).values(next_attempt_at=next_at))
         for row_id, values in self.retried:
             conn.execute(update(REQ).where(REQ.c.id == row_id).values(**values))
         if self.logs:

@@ -125,7 +125,7 @@ HOOK = Webhook.__table__
 LOG = WebhookRequestLog.__table__
 # Only a row of an enabled webhook is claimed: disabling drops pending rows, and this closes
 # the race with a fan-out that committed a row just after.
-_HOOK_ENABLED = exists().where(HOOK.c.id == REQ.c.webhook_id, HOOK.c.enabled.is_(True))
+HOOK_ENABLED = exists().where(HOOK.c.id == REQ.c.webhook_id, HOOK.c.enabled.is_(True))
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
@@ -140,34 +140,39 @@ def process(row_id: int) -> str:
     """
     worker = claims.worker_id()
     settings = get_settings()
-    with get_engine(settings.database_url).connect() as conn:
-        row_locks = conn.dialect.name == "postgresql"
-        transaction = conn.begin()
-        try:
-            job = _claim(conn, row_id, worker, row_locks, settings)
+    engine = get_engine(settings.database_url)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn, conn.begin():  # rolled back on any error
+            job = _claim(conn, row_id, worker, True, settings)
             if isinstance(job, str):
-                transaction.commit()
                 return job
-            if not row_locks:
-                transaction.commit()
             outcome = attempt_job(job, settings)
-            if not row_locks:
-                transaction = conn.begin()
-            result, delay = _record(conn, row_id, worker, job, outcome, row_locks, settings)
-            transaction.commit()
-        except BaseException:
-            if transaction.is_active:
-                transaction.rollback()
-            raise
+            result, delay = _record(conn, row_id, worker, job, outcome, True, settings)
+    else:
+        # The connection goes back to the pool during the POST: with many POSTs in flight
+        # (concurrency.py) none waits for a connection that another holds while it waits.
+        with engine.connect() as conn, conn.begin():
+            job = _claim(conn, row_id, worker, False, settings)
+        if isinstance(job, str):
+            return job
+        outcome = attempt_job(job, settings)
+        with engine.connect() as conn, conn.begin():
+            tenancy.act(conn, tenancy.for_server(job.server_id))
+            result, delay = _record(conn, row_id, worker, job, outcome, False, settings)
     if delay is not None:
         queues.enqueue(QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
+    report(row_id, job, outcome, result)
+    return result
+
+
+def report(row_id: int, job: Job, outcome: Outcome, result: str) -> None:
+    """An attempt's counter and log line."""
     observability.count("webhook_succeeded" if outcome.success else "webhook_failed")
     observability.log("webhook.attempt", "info" if outcome.success else "warning",
                       webhook_request_id=row_id, webhook_id=job.webhook_id, event_name=job.event,
                       uuid=job.uuid, attempt=job.attempt, url=observability.safe_url(job.url),
                       status_code=outcome.status_code, success=outcome.success,
                       error=outcome.error, duration_ms=outcome.duration_ms, result=result)
-    return result
 
 
 def attempt_job(job: Job, settings: Settings) -> Outcome:
@@ -182,8 +187,14 @@ JOB_COLUMNS = (REQ.c.webhook_id, REQ.c.server_id, REQ.c.event, REQ.c.uuid, REQ.c
 HOOK_COLUMNS = (HOOK.c.url, HOOK.c.sign, HOOK.c.headers_encrypted, HOOK.c.last_used_at)
 
 
-def _unclaimed(now, settings: Settings):
-    """claims.unclaimed, with the settings already read."""
+def record(conn, row_id: int, worker: str, job: Job, outcome: Outcome, settings: Settings):
+    """batch.py's outcome of a row claimed with ``locked_by`` (not PostgreSQL's row lock):
+    ``_record``'s rules."""
+    return _record(conn, row_id, worker, job, outcome, False, settings)
+
+
+def unclaimed_at(now, settings: Settings):
+    """claims.unclaimed, with the settings already read (the claim is free at ``now``)."""
     expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
     return or_(REQ.c.locked_at.is_(None), REQ.c.locked_at < expiry)
 
@@ -223,14 +234,14 @@ def _claim_batch_statement():
 
 def _find(conn, row_id: int, worker: str, row_locks: bool, settings: Settings) -> Job | str:
     now = clock.now()
-    due = (REQ.c.id == row_id, REQ.c.next_attempt_at <= now, _unclaimed(now, settings))
+    due = (REQ.c.id == row_id, REQ.c.next_attempt_at <= now, unclaimed_at(now, settings))
     if row_locks:
         found = conn.execute(
             select(*JOB_COLUMNS, *HOOK_COLUMNS).join(HOOK, HOOK.c.id == REQ.c.webhook_id)
             .where(*due, HOOK.c.enabled.is_(True))
             .with_for_update(of=REQ, skip_locked=True)).first()
     else:
-        claimed = conn.execute(update(REQ).where(*due, _HOOK_ENABLED)
+        claimed = conn.execute(update(REQ).where(*due, HOOK_ENABLED)
                                .values(locked_by=worker, locked_at=now, woken_at=None)
                                .returning(*JOB_COLUMNS)).first()
         found = claimed and conn.execute(
@@ -263,7 +274,7 @@ def _why_not_claimed(conn, row_id: int, now, row_locks: bool, settings: Settings
     enabled = conn.execute(select(HOOK.c.enabled).where(HOOK.c.id == row.webhook_id)).scalar()
     if not enabled:
         # Never wait for a row another worker holds: it will come back here when released.
-        free = select(REQ.c.id).where(REQ.c.id == row_id, _unclaimed(now, settings))
+        free = select(REQ.c.id).where(REQ.c.id == row_id, unclaimed_at(now, settings))
         if row_locks:
             free = free.with_for_update(skip_locked=True)
         if conn.execute(free).first():

@@ -1,6 +1,12 @@
 """The webhook POST itself: urllib3 connection pools pinned to the addresses
-``url_safety.check_url`` approved, one per worker thread and (scheme, address, port, host
-name), kept alive between deliveries.
+``url_safety.check_url`` approved, one per process and (scheme, address, port, host name),
+shared by every thread that posts (``concurrency.py``'s and the worker threads), each holding
+up to ``pool_size`` keep-alive connections to its receiver between deliveries.
+
+SSRF: a pool only ever dials the one address in its key, and a POST picks its pool by an
+address that ``check_url`` approved for this very attempt, so every connection, new or
+reused, is to an address checked under the current settings (a receiver whose name now
+resolves elsewhere gets another pool; a private address is refused before any pool is used).
 
 This is ``url_safety.post_pinned``'s contract without requests' session layer, which cost
 four to five times the CPU of the request it wraps (~0.5 ms against ~0.1 ms a POST to a
@@ -16,9 +22,18 @@ import threading
 from collections import OrderedDict
 from urllib.parse import urlsplit
 
-MAX_POOLS_PER_THREAD = 32
+MAX_POOLS = 256  # receivers (scheme, address, port, host name) kept; least recently used go
 
-_local = threading.local()
+_pools: OrderedDict = OrderedDict()
+_pools_lock = threading.Lock()
+_pool_size = 1
+
+
+def set_pool_size(size: int) -> None:
+    """Keep-alive connections kept per receiver: the most POSTs this process has in flight
+    at once (for new pools; the ones made before keep their size)."""
+    global _pool_size
+    _pool_size = max(1, int(size))
 
 
 class Failed(Exception):
@@ -105,23 +120,34 @@ def read_bounded(response, keep: int, drain: int, deadline: float) -> bytes:
 
 
 def _pool(scheme: str, ip: str, port: int, host: str):
-    pools = getattr(_local, "pools", None)
-    if pools is None:
-        pools = _local.pools = OrderedDict()
     key = (scheme, ip, port, host)
-    pool = pools.pop(key, None)
-    if pool is None:
-        import urllib3
+    with _pools_lock:
+        pool = _pools.pop(key, None)
+        if pool is None:
+            pool = _new_pool(scheme, ip, port, host)
+            if len(_pools) >= MAX_POOLS:
+                # A POST still using it finishes; its connection is closed when returned.
+                _pools.popitem(last=False)[1].close()
+        _pools[key] = pool  # most recently used last
+        return pool
 
-        address = ip.strip("[]")
-        if scheme == "https":
-            # SNI and the certificate's name are the URL's host, not the address dialled.
-            pool = urllib3.HTTPSConnectionPool(address, port, maxsize=1, block=False,
-                                               server_hostname=host, cert_reqs="CERT_REQUIRED",
-                                               ca_certs=ca_bundle())
-        else:
-            pool = urllib3.HTTPConnectionPool(address, port, maxsize=1, block=False)
-        if len(pools) >= MAX_POOLS_PER_THREAD:
-            pools.popitem(last=False)[1].close()
-    pools[key] = pool  # most recently used last
-    return pool
+
+def _new_pool(scheme: str, ip: str, port: int, host: str):
+    import urllib3
+
+    address = ip.strip("[]")
+    # block=False: past maxsize a POST opens one more connection rather than waiting, and it
+    # is closed after use (the bound on POSTs in flight is concurrency.py's, not the pool's).
+    if scheme == "https":
+        # SNI and the certificate's name are the URL's host, not the address dialled.
+        return urllib3.HTTPSConnectionPool(address, port, maxsize=_pool_size, block=False,
+                                           server_hostname=host, cert_reqs="CERT_REQUIRED",
+                                           ca_certs=ca_bundle())
+    return urllib3.HTTPConnectionPool(address, port, maxsize=_pool_size, block=False)
+
+
+def close_all() -> None:
+    """Close every kept connection (tests; a process about to stop)."""
+    with _pools_lock:
+        while _pools:
+            _pools.popitem()[1].close()

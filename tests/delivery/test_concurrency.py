@@ -1,0 +1,248 @@
+"""Many SMTP conversations at once, with fewer round trips (concurrency.py, sessions.py,
+pipelining.py), through real sockets: PIPELINING against an MX that offers it (seen in one
+flight through a counting proxy) and one that does not, a recipient refused inside a
+pipelined flight, a session dropped mid-flight, a destination's connection limit held at the
+MX under load (idle sessions included), destinations delivered side by side, and a worker
+killed (SIGKILL) mid-batch sending nothing twice."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from chalicelib import queues
+from chalicelib.services.delivery import pacing, process as worker, smtp
+from tests.delivery.test_batch import _Dropped, _parked
+from tests.delivery.test_worker import _deliveries, _make_due, _park
+from tests.mx import ScriptedMX
+from tests.sending.test_sending import message, wait_status
+from tests.support import unique, wait_for
+
+DATA = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
+
+
+class CountingProxy:
+    """A TCP proxy in front of an MX that keeps each chunk the client wrote as it arrived:
+    commands sent in one flight arrive in one chunk (loopback, one write)."""
+
+    def __init__(self, port: int):
+        self.target = port
+        self.chunks: list[bytes] = []
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False),
+                             daemon=True).start()
+
+    def _pipe(self, source, sink, from_client: bool) -> None:
+        try:
+            while chunk := source.recv(65536):
+                if from_client:
+                    self.chunks.append(chunk)
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def proxied():
+    mx = ScriptedMX().start()
+    proxy = CountingProxy(mx.port)
+    yield mx, proxy
+    smtp.close_cached()
+    proxy.close()
+    mx.stop()
+
+
+def test_pipelining_sends_mail_rcpt_and_data_in_one_flight(proxied):
+    mx, proxy = proxied
+    hosts = [("127.0.0.1", proxy.port)]
+    marks = []
+    for n in range(2):
+        outcome = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
+                            data=DATA, before_data=marks.append)
+        assert outcome.status == smtp.SENT, outcome.details
+    assert len(mx.messages) == 2 and mx.connections == 1 and len(marks) == 2
+    flights = [c for c in proxy.chunks if b"MAIL FROM" in c]
+    assert len(flights) == 2
+    for flight in flights:  # one write, one chunk: MAIL, RCPT and DATA together
+        assert flight.count(b"\r\n") == 3 and b"RCPT TO:" in flight and b"DATA\r\n" in flight
+    # the content went on its own, after the 354 (and the caller's marker)
+    assert any(c.startswith(b"From: a@example.com") for c in proxy.chunks)
+
+
+def test_without_pipelining_each_command_waits_for_its_reply():
+    mx = ScriptedMX(pipelining=False).start()
+    proxy = CountingProxy(mx.port)
+    try:
+        outcome = smtp.send([("127.0.0.1", proxy.port)], mail_from="rp@rp.test",
+                            rcpt_to="u@example.org", data=DATA)
+        assert outcome.status == smtp.SENT, outcome.details
+        commands = [c.upper() for c in proxy.chunks
+                    if c.upper().startswith((b"MAIL", b"RCPT", b"DATA"))]
+        assert [c.split(b" ")[0].split(b"\r")[0] for c in commands] == \
+            [b"MAIL", b"RCPT", b"DATA"]
+        assert all(c.count(b"\r\n") == 1 for c in commands)
+        assert len(mx.messages) == 1
+    finally:
+        smtp.close_cached()
+        proxy.close()
+        mx.stop()
+
+
+def test_a_recipient_refused_inside_a_flight_and_the_session_goes_on(proxied):
+    mx, proxy = proxied
+    hosts = [("127.0.0.1", proxy.port)]
+    mx.script = ["rcpt:550 5.1.1 no such user", "rcpt:452 4.2.2 mailbox full"]
+    marks = []
+    refused = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="gone@example.org", data=DATA,
+                        before_data=marks.append)
+    assert refused.status == smtp.HARD and refused.code == 550 and refused.recipient_rejected
+    assert refused.stage == "envelope" and "the recipient" in refused.details
+    deferred = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="full@example.org", data=DATA,
+                         before_data=marks.append)
+    assert deferred.status == smtp.SOFT and deferred.code == 452
+    sent = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="ok@example.org", data=DATA,
+                     before_data=marks.append)
+    assert sent.status == smtp.SENT, sent.details
+    assert marks == [sent.host]  # no marker for a refused transaction: nothing was sent
+    assert mx.connections == 1  # the same session, reset (RSET) after each refusal
+    assert sum(c.upper().startswith(b"RSET") for c in proxy.chunks) == 2
+    assert [m.rcpt_tos for m in mx.messages] == [["ok@example.org"]]
+
+
+def test_a_session_dropped_mid_flight_sends_nothing_twice(api, tenant, mx, db):
+    # 1st: on a fresh session, the MX drops it when the pipelined RCPT arrives: SoftFail,
+    # retried. 2nd and 3rd go on another session; the 3rd's RCPT is dropped: that session was
+    # reused, so nothing of the message was delivered and it goes on a fresh one at once.
+    domain = f"{unique('drop')}.example"
+    ids, addresses = _parked(db, api, tenant, 3, [f"{unique('d')}@{domain}" for _ in range(3)])
+    mx.script = ["rcpt:drop", "250", "rcpt:drop"]
+    results = worker.process_batch(ids)
+    assert [results[i] for i in ids] == ["SoftFail", "Sent", "Sent"]
+    assert mx.drops == 2 and mx.connections == 3
+    assert [[d.status for d in _deliveries(i)] for i in ids] == \
+        [["SoftFail"], ["Sent"], ["Sent"]]
+    wait_status(api, tenant, ids[0], "Sent")  # its retry
+    assert [len(mx.received_for(to)) for to in addresses] == [1, 1, 1]
+
+
+def test_a_destinations_connection_limit_holds_at_the_mx_idle_sessions_included(
+        api, tenant, mx, db, monkeypatch):
+    monkeypatch.setenv("DELIVERY_SESSION_IDLE_SECONDS", "30")  # idle sessions stay open
+    domain, name = f"{unique('two')}.example", unique("two")
+    monkeypatch.setenv("DELIVERY_PACING_RULES",
+                       f'[{{"name": "{name}", "domains": ["{domain}"], "connections": 2}}]')
+    ids, addresses = _parked(db, api, tenant, 24, [f"{unique('l')}@{domain}" for _ in range(24)])
+    # Six workers take four wake-ups each at once; those finding both slots taken are paced
+    # (the stack's workers send them when they are due again).
+    batches = [ids[n::6] for n in range(6)]
+    threads = [threading.Thread(target=worker.process_batch, args=(b,)) for b in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for message_id in ids:
+        wait_status(api, tenant, message_id, "Sent", timeout=60)
+    assert [len(mx.received_for(to)) for to in addresses] == [1] * 24
+    assert mx.peak_open <= 2  # never more than the limit open at once, idle ones included
+    assert mx.open_now >= 1   # an idle session was kept (with its slot) after the runs
+    assert mx.connections < 24  # sessions were reused across runs
+    pacing.release_idle(everything=True)
+    wait_for(lambda: mx.open_now == 0, message="idle sessions closed")
+
+
+def test_destinations_are_delivered_side_by_side(api, tenant, mx, db):
+    # Five destinations in one batch: each DATA waits at the MX until five conversations are
+    # in DATA at once, which only happens when they run side by side.
+    mx.meet_in_data(5)
+    addresses = [f"{unique('c')}@{unique('side')}.example" for _ in range(5) for _ in range(2)]
+    ids, addresses = _parked(db, api, tenant, 10, addresses)
+    results = worker.process_batch(ids)
+    assert set(results.values()) == {"Sent"}
+    assert mx.peak_in_data >= 5
+    assert [len(mx.received_for(to)) for to in addresses] == [1] * 10
+
+
+_KILLED_WORKER = """
+import sys
+from chalicelib.services.delivery import process
+print("ready", flush=True)
+ids = [int(i) for i in sys.stdin.readline().split()]
+process.process_batch(ids)
+"""
+
+
+def test_a_worker_killed_mid_batch_sends_nothing_twice(api, tenant, mx, db, monkeypatch):
+    # A worker process delivering a batch to four destinations on two I/O threads is killed
+    # (SIGKILL) while one message is in DATA at the MX and others are on their way.
+    monkeypatch.setenv("DELIVERY_CONCURRENCY", "2")
+    domains = [f"{unique('kill')}.example" for _ in range(4)]
+    addresses = [f"{unique('k')}@{d}" for d in domains for _ in range(3)]
+    with pytest.MonkeyPatch.context() as patch:  # only the test's worker wakes them
+        patch.setattr(queues, "_port", _Dropped())
+        ids = [_park(db, api, tenant, to) for to in addresses]
+    arrived, release = mx.hold_next_data()
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WORKER], env=dict(os.environ),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        for message_id in ids:  # due now (the child claims them at once)
+            _make_due(message_id)
+        child.stdin.write(" ".join(map(str, ids)) + "\n")
+        child.stdin.flush()
+        assert arrived.wait(60)  # a message's content is at the MX; its reply is held
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        release.set()  # the MX accepts it: the dead worker never learns
+        if child.poll() is None:
+            child.kill()
+    from tests.delivery.test_batch import _kill_and_recover
+
+    shown = _kill_and_recover(api, tenant, mx, ids, addresses)
+    for to, shown_message in zip(addresses, shown):
+        received = len(mx.received_for(to))
+        assert received <= 1  # never twice
+        if shown_message["status"] == "Sent":
+            assert received == 1
+        else:  # its outcome died with the worker: held for review, not resent
+            assert "unknown" in shown_message["status_details"]
+    assert any(m["status"] == "Held" for m in shown)  # the one in DATA at the kill
+
+
+def test_local_workers_take_many_delivery_wakeups_at_once(monkeypatch):
+    monkeypatch.setenv("DELIVERY_BATCH_SIZE", "50")
+    schedule = queues.Schedule()
+    schedule.push_many(queues.DELIVERIES, [f"d{n}" for n in range(60)], None)
+    schedule.push_many(queues.WEBHOOKS, [f"w{n}" for n in range(20)], None)
+    limits = queues.LocalPort.batch_limits()
+    queue, taken = schedule.take(10, 0, limits=limits)
+    assert queue == queues.DELIVERIES and len(taken) == 50
+    assert schedule.take(10, 0, limits=limits)[1] == [f"d{n}" for n in range(50, 60)]
+    assert len(schedule.take(10, 0, limits=limits)[1]) == 10  # other queues: 10
