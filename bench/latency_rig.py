@@ -150,6 +150,7 @@ class DelayProxy:
         self.listens, self.delay = listens, delay
         self.forwarded = {"up": 0, "down": 0}
         self.connections = 0
+        self.live: set = set()
         self.servers: list = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
@@ -188,6 +189,8 @@ class DelayProxy:
         async def handle(client_reader, client_writer) -> None:
             self.connections += 1
             upstream_writer = None
+            task = asyncio.current_task()
+            self.live.add(task)  # asyncio keeps only weak references to tasks
             try:
                 await asyncio.sleep(self.delay())  # the connection's first packet crossing
                 upstream_reader, upstream_writer = await asyncio.open_connection(
@@ -199,6 +202,7 @@ class DelayProxy:
             except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
                 pass
             finally:
+                self.live.discard(task)
                 for writer in (client_writer, upstream_writer):
                     if writer is not None:
                         try:
