@@ -21,7 +21,9 @@ open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 1
 ``connections`` counts sessions, ``rcpts_seen``
 every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
-whether the session was TLS. ``tls=True`` offers STARTTLS with a throwaway self-signed
+whether the session was TLS, and the MAIL FROM parameters (``mail_options``). What EHLO offers:
+``eightbitmime`` (8BITMIME, offered by default), ``smtputf8`` (SMTPUTF8, not by default),
+``size`` (SIZE with that limit, aiosmtpd's 32 MiB by default; None: not offered). ``tls=True`` offers STARTTLS with a throwaway self-signed
 certificate, ``tls=<ssl.SSLContext>`` with that context's; ``host`` is the address listened
 on (another loopback address, ``::1``).
 """
@@ -32,7 +34,7 @@ import datetime
 import ssl
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
@@ -48,6 +50,7 @@ class Received:
     peer: str = ""      # the client's address
     helo: str = ""      # the name it greeted with (EHLO/HELO)
     tls: bool = False   # the session had negotiated STARTTLS
+    mail_options: list[str] = field(default_factory=list)  # MAIL FROM parameters
 
 
 def _self_signed_context() -> ssl.SSLContext:
@@ -84,6 +87,8 @@ class _Handler:
         session.host_name = hostname
         if self.mx.pipelining:
             responses.insert(1, "250-PIPELINING")
+        if not self.mx.eightbitmime:
+            responses = [r for r in responses if r[4:].upper() != "8BITMIME"]
         return responses
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -96,10 +101,10 @@ class _Handler:
         entry = self.mx._peek()
         if entry is not None and entry.startswith("rcpt:"):
             self.mx._pop()
-            if entry == "rcpt:drop":
+            if entry == "rcpt:drop":  # gone at once, nothing answered
                 self.mx._note("dropped")
-                server.transport.close()
-                return None
+                server.transport.abort()
+                return "421 4.3.0 (never sent: the connection is gone)"
             return entry[len("rcpt:"):]
         envelope.rcpt_tos.append(address)
         return "250 OK"
@@ -129,7 +134,7 @@ class _Handler:
             self.mx._record(Received(envelope.mail_from, list(envelope.rcpt_tos),
                                      envelope.original_content or envelope.content,
                                      session.peer[0], session.host_name or "",
-                                     session.ssl is not None))
+                                     session.ssl is not None, list(envelope.mail_options)))
             return "250 2.0.0 OK queued"
         return entry
 
@@ -162,7 +167,9 @@ class _CountingSMTP(SMTP):
 
 class ScriptedMX:
     def __init__(self, script: list[str] | None = None, *, tls: bool | ssl.SSLContext = False,
-                 port: int | None = None, host: str = "127.0.0.1", pipelining: bool = True):
+                 port: int | None = None, host: str = "127.0.0.1", pipelining: bool = True,
+                 eightbitmime: bool = True, smtputf8: bool = False,
+                 size: int | None = 33554432):
         self.script: list[str] = list(script or [])
         self.pipelining = pipelining
         self.open_now = self.peak_open = 0
@@ -177,6 +184,7 @@ class ScriptedMX:
         self._gate: tuple[threading.Event, threading.Event] | None = None
         self._lock = threading.Lock()
         self.host = host
+        self.eightbitmime = eightbitmime
         self.port = port or free_port()
         tls_context = tls if isinstance(tls, ssl.SSLContext) else \
             _self_signed_context() if tls else None
@@ -186,7 +194,8 @@ class ScriptedMX:
         class Ctl(Controller):
             def factory(self):
                 return _CountingSMTP(self.handler, mx, tls_context=tls_context,
-                                     require_starttls=False, hostname="mx.test")
+                                     require_starttls=False, hostname="mx.test",
+                                     enable_SMTPUTF8=smtputf8, data_size_limit=size)
 
         self._controller = Ctl(handler, hostname=host, port=self.port)
 

@@ -67,7 +67,10 @@ class OutboundRelay:
         handler = RelayHandler(self.executor)
         kwargs = dict(hostname=settings.smtp_hostname, tls_context=context,
                       require_starttls=False, ident=f"email-service {__version__} relay",
-                      timeout=300)
+                      timeout=300,
+                      # the worker declares SMTPUTF8 for internationalized mail (issue 32);
+                      # the onward delivery declares it to the MX, or fails it (5.6.7)
+                      enable_SMTPUTF8=True)
         self._factory = lambda: SMTP(handler, **kwargs)
         self.host = host
         self.port = port

@@ -80,6 +80,11 @@ def test_sqs_event_sources_for_the_three_queues(packaged):
                 queue = event["Properties"]["Queue"]["Fn::Sub"].rsplit(":", 1)[-1]
                 wired[queue] = props
     assert set(wired) == {prefix + q for q in QUEUES}
+    # Deliveries: up to 100 wake-ups an invocation, gathered for up to 1 s, carried side by
+    # side (docs/capacity.md, "The deliveries mapping").
+    [deliveries] = [e["Properties"] for e in wired[prefix + "deliveries"]["Events"].values()
+                    if e["Type"] == "SQS"]
+    assert (deliveries["BatchSize"], deliveries["MaximumBatchingWindowInSeconds"]) == (100, 1)
     visibility = {"deliveries": 5400, "webhooks": 1080, "inbound": 2160, "bulk": 1800}  # infra/queues
     for queue, props in wired.items():
         assert props["Environment"]["Variables"]["QUEUE_BACKEND"] == "sqs"

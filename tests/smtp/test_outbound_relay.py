@@ -98,3 +98,25 @@ def test_the_gateway_starts_the_relay_when_configured(stack, monkeypatch):
             assert code == 250 and client.has_extn("starttls")
     finally:
         gateway.stop()
+
+
+def test_the_relay_sends_8bit_mail_7bit_and_signed_to_an_mx_without_8bitmime(
+        stack, api, mx_zone, relayed):  # noqa: F811
+    """Issue 32: the relay, which talks to the MX, converts as the worker would (the
+    worker's hop to the relay keeps the bytes it stored)."""
+    from email import message_from_bytes, policy
+
+    from tests.delivery.test_declarations import BODY, submit_8bit
+    from tests.sending.test_sending import dns_txt, verify_dkim
+    from tests.support import wait_for
+
+    tenant, _ = relayed
+    mx_zone.eightbitmime = False
+    address = to(mx_zone, "seven")
+    submit_8bit(stack, tenant, address)
+    [got] = wait_for(lambda: mx_zone.received_for(address), message="the delivery")
+    assert got.data.isascii() and "BODY=8BITMIME" not in got.mail_options
+    parsed = message_from_bytes(got.data, policy=policy.default)
+    assert parsed["Content-Transfer-Encoding"] == "quoted-printable"
+    assert parsed.get_content().replace("\r\n", "\n") == BODY.replace("\r\n", "\n")
+    assert verify_dkim(got.data, dns_txt(api, tenant))

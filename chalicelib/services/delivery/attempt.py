@@ -89,6 +89,7 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         outcome = smtp.send(route.hosts, mail_from=steps.return_path(message),
                             rcpt_to=message.rcpt_to, data=data, before_data=before_data,
                             egress=path, policy=policy, relayed=route.relayed,
+                            downgrade=steps.seven_bit(message),  # issue 32: no 8BITMIME
                             slot=pacer.session_slot())
     except ClaimLost:  # the session was left without DATA; the row is the other's now
         log.warning("message %s: claim expired before DATA; left to the worker holding it",

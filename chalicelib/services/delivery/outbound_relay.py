@@ -19,14 +19,16 @@ crosses tenants (db/tenancy.py, "outbound-relay"); the rest acts for the message
 from __future__ import annotations
 
 import ipaddress
+from types import SimpleNamespace
 
 from sqlalchemy import select
 
 from chalicelib import observability, statuses
 from chalicelib.config import get_settings
 from chalicelib.db import session_scope, tenancy
-from chalicelib.db.models import Delivery, Message, MessageRaw
-from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp
+
+from chalicelib.db.models import Delivery, Domain, Message, MessageRaw
+from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp, steps
 from chalicelib.services.delivery.connect import text
 
 
@@ -79,6 +81,7 @@ def relay(mail_from: str, rcpt_to: str, data: bytes, peer: str) -> str:
             return REFUSED
         server_id, message_id = message.server_id, message.id
         path = egress.for_pool(db, egress.server_pool(db, server_id), mode="direct")
+        downgrade = _seven_bit(db, message)
     domain = rcpt_to.rpartition("@")[2]
     try:
         route = smtp.route(domain, path)
@@ -87,12 +90,23 @@ def relay(mail_from: str, rcpt_to: str, data: bytes, peer: str) -> str:
     else:
         policy = mta_sts.policy_for(domain) if route.to_mx else None
         outcome = smtp.send(route.hosts, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
-                            egress=path, policy=policy)
+                            egress=path, policy=policy, downgrade=downgrade)
     observability.log("delivery.relayed", "info" if outcome.status == statuses.SENT else
                       "warning", message_id=message_id, server_id=server_id, client=peer,
                       host=outcome.host, source_address=outcome.source_address,
                       status=outcome.status, code=outcome.code, details=outcome.details)
     return reply(outcome)
+
+
+def _seven_bit(db, message):
+    """Issue 32: the worker's bytes made 7-bit and signed again for an MX without 8BITMIME,
+    as the worker would (steps.seven_bit); None when the signing domain is gone."""
+    domain = db.get(Domain, message.domain_id) if message.domain_id is not None else None
+    if domain is None:
+        return None
+    return steps.seven_bit(SimpleNamespace(domain_name=domain.name,
+                                           dkim_selector=domain.dkim_selector,
+                                           dkim_key=domain.dkim_private_key_encrypted))
 
 
 def reply(outcome: smtp.Outcome) -> str:

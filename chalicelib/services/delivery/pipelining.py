@@ -31,18 +31,28 @@ class Client(smtplib.SMTP):
     def pipelining(self) -> bool:
         return self.does_esmtp and self.has_extn("pipelining")
 
-    def envelope(self, mail_from: str, rcpt_to: str, mail_options: tuple = ()
+    def envelope(self, mail_from: str, rcpt_to: str, mail_options=(), rcpt_options=()
                  ) -> list[tuple[int, bytes]]:
-        """MAIL, RCPT and DATA in one flight; their replies, in order."""
-        options = ""
-        if mail_options and self.does_esmtp:
+        """MAIL, RCPT and DATA in one flight (with their ESMTP parameters, formatted as
+        SMTP.mail and SMTP.rcpt do); their replies, in order (None: the server closed the
+        connection before that one; the first one missing raises as getreply does)."""
+        mail_params = rcpt_params = ""
+        if self.does_esmtp:
             if any(o.lower() == "smtputf8" for o in mail_options):
                 self.command_encoding = "utf-8"  # as SMTP.mail does
-            options = " " + " ".join(mail_options)
-        self.send(f"MAIL FROM:{smtplib.quoteaddr(mail_from)}{options}\r\n"
-                  f"RCPT TO:{smtplib.quoteaddr(rcpt_to)}\r\n"
+            mail_params = "".join(" " + o for o in mail_options)
+            rcpt_params = "".join(" " + o for o in rcpt_options)
+        self.send(f"MAIL FROM:{smtplib.quoteaddr(mail_from)}{mail_params}\r\n"
+                  f"RCPT TO:{smtplib.quoteaddr(rcpt_to)}{rcpt_params}\r\n"
                   "DATA\r\n")
-        return [self.getreply() for _ in range(3)]
+        replies = [self.getreply()]
+        while len(replies) < 3:
+            try:
+                replies.append(self.getreply() if self.sock is not None else None)
+            except smtplib.SMTPServerDisconnected:
+                # Closed after an earlier reply (a 421 to MAIL or RCPT): that reply counts.
+                replies.append(None)
+        return replies
 
     def content(self, data: bytes, go_ahead: tuple[int, bytes]) -> tuple[int, bytes]:
         """The message after the pipelined DATA was answered ``go_ahead`` (354): smtplib's

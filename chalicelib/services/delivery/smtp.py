@@ -39,6 +39,13 @@ and a ``before_data`` that raises after the 354, end the session (a lone "." wou
 an empty message). Without PIPELINING each command waits for its reply, the marker right
 before DATA.
 
+What each transaction declares (issue 32) is ``declarations.py``'s, from the server's EHLO
+features: ``BODY=8BITMIME``, ``SMTPUTF8``, ``SIZE=``; to a server without 8BITMIME an 8-bit
+message goes as the ``downgrade`` callable converts it (``steps.seven_bit``: 7-bit, signed
+again); a message the server cannot take (needs SMTPUTF8 it does not offer, larger than
+its SIZE) is a HardFail before MAIL FROM whose reason says so (5.6.7, 5.3.4: a refusal of
+the message, never of the address). Recipient domains are looked up as A-labels.
+
 Outcomes: 2xx after DATA -> Sent; a 5xx to MAIL, RCPT or DATA -> HardFail; a 4xx, a dropped
 connection, a timeout or no reachable host -> SoftFail.
 """
@@ -53,7 +60,8 @@ from typing import Callable, NamedTuple
 
 from chalicelib.config import get_settings
 from chalicelib import dns_lookup, observability, statuses
-from chalicelib.services.delivery import connect, relay_report, sessions
+from chalicelib.services import mime
+from chalicelib.services.delivery import connect, declarations, relay_report, sessions
 from chalicelib.services.delivery.connect import describe as _describe, text as _text
 from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
@@ -125,6 +133,10 @@ def targets(domain: str) -> list[tuple[str, int]]:
     settings = get_settings()
     port = settings.delivery_mx_port
     lifetime = min(30.0, settings.delivery_timeout_seconds)
+    try:  # issue 32: an internationalized domain is looked up as its A-label (IDNA 2008)
+        domain = declarations.ascii_domain(domain)
+    except declarations.BadDomain as exc:
+        raise TargetError(HARD, str(exc), True) from None
     try:
         answer = dns_lookup.resolve(domain, "MX", lifetime)
     except dns_lookup.NXDOMAIN:
@@ -202,12 +214,14 @@ class _Stop(Exception):
 
 def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: bytes,
          before_data: Callable[[str], None] | None = None, egress: Egress = DIRECT,
-         policy=None, relayed: bool = False, slot=None) -> Outcome:
+         policy=None, relayed: bool = False,
+         downgrade: Callable[[bytes], bytes] | None = None, slot=None) -> Outcome:
     """Try ``hosts`` in order; returns the Outcome of the host that answered the envelope
     (or the last failure when none did). ``egress``: the IP pool's sources; ``policy``: the
     recipient domain's MTA-STS policy (``mta_sts.Policy``), for MX hosts; ``relayed``: the
     hosts are the IP pool's relay, whose report of the onward delivery the outcome takes;
-    ``slot``: the destination's connection slot (sessions.Slot) whose session to use."""
+    ``downgrade``: the 7-bit form of ``data`` for a server without 8BITMIME (None: sent as
+    it is); ``slot``: the destination's connection slot (sessions.Slot) whose session to use."""
     started = time.perf_counter()
     if hosts == [CAPTURE]:
         return _capture(mail_from, rcpt_to, data, started)
@@ -231,7 +245,7 @@ def send(hosts: list[tuple[str, int]], *, mail_from: str, rcpt_to: str, data: by
         try:
             _converse(host, port, outcome, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
                       before_data=before_data, egress=egress, tls_mode=tls_mode, domain=domain,
-                      refusals=refusals, slot=slot)
+                      refusals=refusals, downgrade=downgrade, slot=slot)
         except _NextHost:
             last = outcome
             continue
@@ -315,9 +329,26 @@ def _use(outcome: Outcome, session: connect.Session) -> None:
     outcome.source_address = session.source
 
 
+def _declare(smtp, *, mail_from: str, rcpt_to: str, data: bytes,
+             downgrade) -> tuple[declarations.Plan, bytes]:
+    """Issue 32: what this transaction declares to the server (declarations.py), and the
+    bytes to send (converted to 7-bit when the server lacks 8BITMIME)."""
+    plan = declarations.plan(smtp.esmtp_features, data, mail_from=mail_from, rcpt_to=rcpt_to)
+    if plan.convert and downgrade is not None:
+        try:
+            data = downgrade(data)
+        except mime.NotConvertible as exc:
+            return plan._replace(refusal=(
+                "5.6.3 the recipient's server does not accept 8-bit data (no 8BITMIME) "
+                f"and the message cannot be converted to 7-bit: {exc}")), data
+        plan = declarations.plan(smtp.esmtp_features, data, mail_from=mail_from,
+                                 rcpt_to=rcpt_to)
+    return plan, data
+
+
 def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to: str,
               data: bytes, before_data, egress: Egress, tls_mode: str, domain: str,
-              refusals: list[str], slot=None) -> None:
+              refusals: list[str], downgrade=None, slot=None) -> None:
     key = (host, port, egress.key, tls_mode)
     if slot is not None:
         reused = slot.take(key)
@@ -336,39 +367,45 @@ def _converse(host: str, port: int, outcome: Outcome, *, mail_from: str, rcpt_to
         except (OSError, smtplib.SMTPException):
             session.smtp.close()
             session = None
+    common = dict(mail_from=mail_from, rcpt_to=rcpt_to, data=data, before_data=before_data,
+                  downgrade=downgrade, domain=domain, refusals=refusals, key=key, slot=slot)
     if session is not None:
         try:
-            _transaction(session, outcome, mail_from, rcpt_to, data, before_data, domain,
-                         refusals, key, slot, reused=True)
+            _transaction(session, outcome, reused=True, **common)
             return
         except _Stale:  # the idle session was gone before anything of this message went
             session.smtp.close()
             outcome.code = outcome.output = None
             outcome.stage = "connect"
     session = _open(host, port, outcome, egress=egress, tls_mode=tls_mode, domain=domain)
-    _transaction(session, outcome, mail_from, rcpt_to, data, before_data, domain, refusals,
-                 key, slot, reused=False)
+    _transaction(session, outcome, reused=False, **common)
 
 
 class _Stale(Exception):
     """A reused session answered the envelope's first command with 421 or was gone."""
 
 
-def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcpt_to: str,
-                 data: bytes, before_data, domain: str, refusals: list[str], key: tuple,
-                 slot, reused: bool) -> None:
+def _transaction(session: connect.Session, outcome: Outcome, *, mail_from: str, rcpt_to: str,
+                 data: bytes, before_data, downgrade, domain: str, refusals: list[str],
+                 key: tuple, slot, reused: bool) -> None:
     _use(outcome, session)
     if session.problem:  # testing mode: a new session or a reused one, reported each time
         refusals.append(session.problem)
     smtp = session.smtp
+    plan, payload = _declare(smtp, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
+                             downgrade=downgrade)
+    if plan.refusal is not None:  # issue 32: this server cannot take this message
+        outcome.status, outcome.stage = HARD, "envelope"
+        outcome.details = f"not sent to {outcome.host}: {plan.refusal}"
+        _keep(key, session, True, slot)  # nothing was said: the session is as it was
+        raise _Stop()
     broken = completed = stale = abandoned = False
     try:
         if smtp.pipelining():
-            completed = _pipelined(smtp, outcome, mail_from, rcpt_to, data, before_data,
-                                   domain, reused)
+            completed = _pipelined(smtp, outcome, plan, payload, before_data, domain, reused)
             return
         try:
-            code, reply = smtp.mail(mail_from)
+            code, reply = smtp.mail(plan.mail_from, plan.mail_options)
         except (OSError, smtplib.SMTPException):
             if reused:
                 raise _Stale() from None
@@ -377,14 +414,14 @@ def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcp
             raise _Stale()
         if code != 250:
             return _classify(outcome, code, reply, "envelope", "the sender", domain)
-        code, reply = smtp.rcpt(rcpt_to)
+        code, reply = smtp.rcpt(plan.rcpt_to, plan.rcpt_options)
         if code not in (250, 251):
             return _classify(outcome, code, reply, "envelope", "the recipient", domain)
         if before_data is not None:
             before_data(outcome.host)
         outcome.stage = "data"
         try:
-            code, reply = smtp.data(data)
+            code, reply = smtp.data(payload)
             completed = True
         except smtplib.SMTPDataError as exc:  # DATA itself refused (no 354)
             return _classify(outcome, exc.smtp_code, exc.smtp_error, "data", "the message",
@@ -415,7 +452,8 @@ def _transaction(session: connect.Session, outcome: Outcome, mail_from: str, rcp
             pass
         elif abandoned:
             smtp.close()
-        elif not broken and outcome.code is not None and outcome.code != 421:
+        elif not broken and outcome.code is not None and outcome.code != 421 and \
+                smtp.sock is not None:
             _keep(key, session, completed, slot)
         else:
             _close(smtp)
@@ -425,20 +463,27 @@ class _Abandon(Exception):
     """The session was left in the DATA state without content: it is closed."""
 
 
-def _pipelined(smtp, outcome: Outcome, mail_from: str, rcpt_to: str, data: bytes,
-               before_data, domain: str, reused: bool) -> bool:
-    """MAIL, RCPT and DATA in one flight; True when the transaction ended with the reply to
-    the content (the session needs no RSET)."""
+def _pipelined(smtp, outcome: Outcome, plan: declarations.Plan, data: bytes, before_data,
+               domain: str, reused: bool) -> bool:
+    """MAIL, RCPT and DATA in one flight (as ``plan`` declares them); True when the
+    transaction ended with the reply to the content (the session needs no RSET)."""
     try:
-        (mail_code, mail_reply), (rcpt_code, rcpt_reply), go_ahead = smtp.envelope(
-            mail_from, rcpt_to)
+        (mail_code, mail_reply), rcpt, go_ahead = smtp.envelope(
+            plan.mail_from, plan.rcpt_to, plan.mail_options, plan.rcpt_options)
     except (OSError, smtplib.SMTPException):
         if reused:
             raise _Stale() from None
         raise
+    rcpt_code, rcpt_reply = rcpt if rcpt is not None else (None, None)
     if mail_code == 421 and reused:
         raise _Stale()
-    if go_ahead[0] == 354 and (mail_code != 250 or rcpt_code not in (250, 251)):
+    if mail_code == 250 and rcpt_code is None or \
+            mail_code == 250 and rcpt_code in (250, 251) and go_ahead is None:
+        if reused:  # nothing of the message went: a fresh session takes it at once
+            raise _Stale()
+        raise smtplib.SMTPServerDisconnected("connection closed during the envelope")
+    if go_ahead is not None and go_ahead[0] == 354 and (
+            mail_code != 250 or rcpt_code not in (250, 251)):
         # Told to send content for a transaction it refused: never send it (RFC 2920 3.1)
         _refusal(outcome, mail_code, mail_reply, rcpt_code, rcpt_reply, domain)
         raise _Abandon()

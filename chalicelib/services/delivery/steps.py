@@ -4,7 +4,10 @@
 1. ``hold_reason``: a message that must not go is held (suppressed recipient, a server
    switched to Development after submission).
 2. ``prepare``: the bytes, once (tracking, then List-Unsubscribe, then DKIM with the From
-   domain's key); every later attempt resends these same bytes.
+   domain's key); every later attempt resends these same bytes. ``seven_bit``: to a server
+   that does not offer 8BITMIME, an 8-bit message goes converted to 7-bit and signed again
+   (``declarations.py`` says when; the recipient's server that lacks SMTPUTF8 for a message
+   that needs it is a permanent failure that never suppresses the recipient).
 3. ``return_path``: the envelope sender, whose token the bounce handler matches.
 4. ``decide``: what an attempt's outcome means: Sent; SoftFail with the next attempt on the
    retry schedule; HardFail (refused, or retries exhausted); the failure's verdict
@@ -16,10 +19,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from chalicelib import clock, statuses
-from chalicelib.services import failures
+from chalicelib.services import failures, mime
 from chalicelib.services.delivery import retry, smtp
 from chalicelib.services.dkim import keys as dkim_keys, signer
 from chalicelib.services.domains import names as domain_names
@@ -63,6 +66,19 @@ def prepare(db, message) -> bytes:
     return signer.sign_message(prepared, domain=message.domain_name,
                                selector=message.dkim_selector,
                                private_pem=dkim_keys.private_key(message.dkim_key))
+
+
+def seven_bit(message) -> Callable[[bytes], bytes]:
+    """Issue 32 (RFC 6152): for a server that does not offer 8BITMIME, the prepared bytes
+    in 7-bit: our DKIM signature removed, the 8-bit parts made quoted-printable (base64
+    where that is wrong; ``mime.to_seven_bit``), then signed again with the same key, so
+    the signature covers what is sent. GET .../raw keeps showing the prepared bytes."""
+    def convert(signed: bytes) -> bytes:
+        return signer.sign_message(mime.to_seven_bit(signer.unsigned(signed)),
+                                   domain=message.domain_name,
+                                   selector=message.dkim_selector,
+                                   private_pem=dkim_keys.private_key(message.dkim_key))
+    return convert
 
 
 def return_path(message) -> str:

@@ -71,6 +71,7 @@ __all__ = [
     "public_key_b64",
     "sign",
     "sign_message",
+    "unsigned",
     "verify",
 ]
 
@@ -410,6 +411,20 @@ def sign_message(
         )
         + message
     )
+
+
+# The topmost header field when it is a DKIM-Signature, with its folded lines (sign() writes
+# CRLF line ends).
+_TOP_SIGNATURE = re.compile(rb"\ADKIM-Signature[ \t]*:[^\r\n]*(?:\r\n[ \t][^\r\n]*)*\r\n", re.I)
+
+
+def unsigned(signed: bytes) -> bytes:
+    """The inverse of :func:`sign_message`: ``signed`` without its topmost
+    ``DKIM-Signature`` field (as it was before signing); unchanged when it
+    does not start with one.  Delivery re-signs a message whose body it
+    converted for a server without 8BITMIME."""
+    match = _TOP_SIGNATURE.match(signed)
+    return signed[match.end():] if match else signed
 
 
 # --------------------------------------------------------------------------

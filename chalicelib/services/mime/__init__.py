@@ -28,7 +28,8 @@ and checks that the header names and every recipient address are exactly what wa
 and :func:`check_wire_format` checks the bytes: ASCII only, CRLF line endings only, no line
 over 998 octets and no SMTP end-of-data line (``CRLF . CRLF``).
 
-``lines`` makes the lines of a message someone else wrote short (over 998 octets: the parts
+``seven_bit`` makes an 8-bit message 7-bit (quoted-printable or base64 parts) for a server
+without 8BITMIME. ``lines`` makes the lines of a message someone else wrote short (over 998 octets: the parts
 holding them re-encoded, quoted-printable or base64).
 
 The package's modules, by concern: ``base`` (the errors, limits, the header-text check),
@@ -59,6 +60,7 @@ from chalicelib.services.mime.checks import (  # noqa: F401  (verify_built*: the
     normalize_line_endings,
     strip_bcc,
 )
+from chalicelib.services.mime.seven_bit import NotConvertible, to_seven_bit
 from chalicelib.services.mime.headers import (
     OWNED_HEADER_PREFIXES,
     OWNED_HEADERS,
@@ -92,4 +94,6 @@ __all__ = [
     "header_addresses",
     "header_block_end",
     "needs_smtputf8",
+    "to_seven_bit",
+    "NotConvertible",
 ]
