@@ -115,3 +115,38 @@ def test_a_worker_killed_mid_batch_leaves_every_row_due_again(api, tenant, priva
         assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
         assert queue_rows(hook["id"]) == []
         assert len(log_rows(hook["id"])) == 4
+
+
+@pytest.mark.skipif(TEST_DATABASE_URL.startswith("postgresql"),
+                    reason="PostgreSQL's batch holds row locks instead (test above)")
+def test_a_worker_killed_mid_batch_leaves_claimed_rows_to_the_claim_expiry(
+        api, tenant, private_targets, monkeypatch):
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+        ids = _events(tenant, hook["id"], [(i, "MessageSent") for i in range(4)])
+        real = single.attempt_job
+        calls = []
+
+        def attempt_then_die(job, settings):
+            outcome = real(job, settings)
+            calls.append(job)
+            if len(calls) == 3:
+                raise WorkerDied()
+            return outcome
+
+        monkeypatch.setattr(single, "attempt_job", attempt_then_die)
+        with pytest.raises(WorkerDied):
+            webhook_batch.process_batch(ids)
+        monkeypatch.setattr(single, "attempt_job", real)
+        # Nothing recorded; every row still claimed by the dead worker: no one posts them...
+        rows = queue_rows(hook["id"])
+        assert sorted(r.id for r in rows) == ids
+        assert all(r.attempts == 0 and r.locked_by for r in rows)
+        assert log_rows(hook["id"]) == []
+        assert set(webhook_batch.process_batch(ids).values()) == {"busy"}
+        assert len(rx.requests) == len(calls) >= 3
+        # ... until the claim expires: then each is delivered once more, and recorded once.
+        monkeypatch.setenv("CLAIM_TIMEOUT_SECONDS", "0")
+        assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
+        assert queue_rows(hook["id"]) == []
+        assert len(log_rows(hook["id"])) == 4

@@ -3,14 +3,19 @@ seen from real receivers on loopback: a batch to a slow receiver is answered sid
 keep-alive connections are shared by the pool's threads, not one per thread; duplicate
 wake-ups still post each row once; one message's events to one webhook stay in order; a
 receiver that hangs holds up only its own rows; a private target stays refused while
-connections to it are kept. Nothing here measures time: the receivers count what they saw."""
+connections to it are kept; each POST of a batch writes its webhook.attempt line. Nothing
+here measures time: the receivers count what they saw."""
 from __future__ import annotations
 
+import io
+import json
 import threading
 
 import pytest
 
+from chalicelib import observability
 from chalicelib.services.webhooks import batch as webhook_batch
+from chalicelib.services.webhooks import deliver as single
 from tests.receivers import Receiver, Reply
 from tests.webhooks.helpers import create_webhook, log_rows, queue_rows
 from tests.webhooks.test_batch import _events
@@ -41,10 +46,14 @@ def test_a_batch_to_a_slow_receiver_is_posted_side_by_side(api, tenant):
 def test_keep_alive_connections_are_shared_by_the_pool_threads(api, tenant):
     with Receiver([Reply(200, delay=0.1)]) as rx:
         hook = create_webhook(api, tenant, rx.url)
+        # A lone wake-up first (posted in the worker thread): the receiver's pool it makes
+        # must keep as many connections as the batches after it have POSTs in flight.
+        [lone] = _one_event_each(tenant, hook["id"], 1)
+        assert single.process(lone) == "delivered"
         for _ in range(3):
             ids = _one_event_each(tenant, hook["id"], 10)
             assert set(webhook_batch.process_batch(ids).values()) == {"delivered"}
-        assert len(rx.requests) == 30 and rx.max_in_flight > 1
+        assert len(rx.requests) == 31 and rx.max_in_flight > 1
         # Never more connections than POSTs in flight at once (a batch: 10), however many
         # threads of the pool took the later batches' rows: they reuse the kept ones.
         assert rx.connections <= 10
@@ -122,3 +131,24 @@ def test_a_private_target_is_refused_even_with_connections_kept_to_it(api, tenan
         assert set(webhook_batch.process_batch(ids).values()) == {"retry"}
         assert len(rx.requests) == 4 and rx.connections == kept
     assert all(r.error.startswith("refused:") for r in log_rows(hook["id"])[4:])
+
+
+def test_every_post_of_a_batch_writes_its_attempt_line(api, tenant, monkeypatch):
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    buffer = io.StringIO()
+    restore = observability.capture(buffer)
+    try:
+        with Receiver(answer=lambda r: 500 if r.json()["event"] == "MessageDelayed"
+                      else 200) as rx:
+            hook = create_webhook(api, tenant, rx.url)
+            ids = _events(tenant, hook["id"], [(0, "MessageDelayed"), (1, "MessageSent"),
+                                               (2, "MessageSent")])
+            webhook_batch.process_batch(ids)
+    finally:
+        restore()
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()
+             if line.startswith("{")]
+    attempts = sorted((r["webhook_request_id"], r["result"], r["level"]) for r in lines
+                      if r.get("event") == "webhook.attempt")
+    assert attempts == [(ids[0], "retry", "WARNING"), (ids[1], "delivered", "INFO"),
+                        (ids[2], "delivered", "INFO")]

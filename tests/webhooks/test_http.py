@@ -2,7 +2,7 @@
 server on loopback with certificates from a test CA: the address dialled is the one checked,
 while SNI, the certificate's name and the Host header are the URL's host; a certificate for
 another name is refused; an address that refuses the connection is skipped for the next;
-one connection serves consecutive POSTs."""
+one connection serves consecutive POSTs, from any thread of the process."""
 from __future__ import annotations
 
 import ssl
@@ -99,3 +99,19 @@ def test_no_address_answering_is_a_connection_failure(ca):
     with pytest.raises(http.Failed) as failed:
         http.post("http://127.0.0.1:1/in", ["127.0.0.1"], b"{}", {}, 5)
     assert not failed.value.timeout and "NewConnectionError" in str(failed.value)
+
+
+def test_one_kept_connection_serves_posts_from_several_threads(ca):  # (ca: fresh pools)
+    from tests.receivers import Receiver
+
+    with Receiver([200]) as rx:
+        def post_once():
+            response = http.post(rx.url, ["127.0.0.1"], b"{}", {}, 5)
+            assert http.read_bounded(response, 10, 1024, float("inf")) == b"ok"
+
+        for _ in range(3):  # one thread after another, each a POST
+            thread = threading.Thread(target=post_once)
+            thread.start()
+            thread.join()
+        assert len(rx.requests) == 3
+        assert rx.connections == 1  # the process's pool for the receiver, not the thread's

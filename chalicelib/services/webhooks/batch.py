@@ -32,7 +32,6 @@ side all the same.
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from datetime import timedelta
@@ -46,7 +45,6 @@ from chalicelib.services.webhooks import concurrency
 from chalicelib.services.webhooks import deliver as single
 from chalicelib.services.webhooks.deliver import HOOK, LOG, REQ
 
-log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 5.0
 
@@ -61,13 +59,16 @@ def process_batch(row_ids: list[int]) -> dict[int, str]:
         return _each(engine, ids, settings)
     results: dict[int, str] = {}
     wakeups: list[tuple[int, float]] = []
+    reports: list[tuple] = []
     with engine.connect() as conn:
         remaining = ids
         while remaining:
             with conn.begin():
-                remaining = _run(conn, remaining, settings, results, wakeups)
+                remaining = _run(conn, remaining, settings, results, wakeups, reports)
     for row_id, delay in wakeups:  # after the commit: the rows are visible
         queues.enqueue(single.QUEUE, row_id, min(delay, queues.SQS_MAX_DELAY))
+    for report in reports:
+        single.report(*report)
     return results
 
 
@@ -142,7 +143,8 @@ def _each(engine, ids: list[int], settings) -> dict[int, str]:
     return results
 
 
-def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[int]:
+def _run(conn, ids: list[int], settings, results: dict, wakeups: list,
+         reports: list) -> list[int]:
     """Claim ``ids`` (those due, unclaimed and not locked by another worker), deliver them
     (lanes side by side, ``concurrency.py``) within BATCH_SECONDS; returns the ids left for
     the next transaction. The POSTs run in the pool's threads; every statement runs here,
@@ -183,16 +185,14 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list) -> list[i
             with lock:
                 result, delay = writes.add(row.id, job, outcome, settings)
                 results[row.id] = result
+                reports.append((row.id, job, outcome, result))
                 if outcome.success:
                     last_used[row.webhook_id] = \
                         clock.now() if _stale(job, now) else job.last_used_at
                 elif delay is not None:
                     wakeups.append((row.id, delay))
-            if not outcome.success:
-                log.info("webhook %s %s attempt %d to %s failed: %s (%s)", job.event,
-                         job.uuid, job.attempt, job.url, outcome.error, result)
-                if delay is not None:
-                    failed[key] = clock.now() + timedelta(seconds=delay)
+            if not outcome.success and delay is not None:
+                failed[key] = clock.now() + timedelta(seconds=delay)
         return []
 
     left = concurrency.run_lanes(rows, _lane_key, deliver, settings)

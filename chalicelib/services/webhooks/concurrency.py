@@ -14,8 +14,8 @@ leaves it (its claims must not end while a POST is in flight).
 WEBHOOKS_CONCURRENCY=1 runs the lanes in the calling thread, in id order: the behaviour
 before this pool (each worker thread one POST at a time).
 
-The pool also sizes the keep-alive pools per receiver (``http.set_pool_size``): a receiver
-can have as many connections kept as POSTs can be in flight to it.
+The keep-alive pools per receiver (``http.py``) keep as many connections as POSTs can be in
+flight at once, so a receiver's connections are reused, never opened and dropped per POST.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Hashable, Iterable, TypeVar
 
 from chalicelib.config import Settings
-from chalicelib.services.webhooks import http
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,8 +60,6 @@ def run_lanes(rows: list[T], key: Callable[[T], Hashable | None],
     order, as before. ``deliver`` must keep no state of its own between calls: a lane's
     state belongs to its key. Waits for every lane, then re-raises the first error, if any.
     Returns the results of the lanes, concatenated."""
-    # POSTs come from the pool and from worker threads (a lone wake-up; the setting at 1).
-    http.set_pool_size(settings.webhooks_concurrency + settings.worker_threads)
     if settings.webhooks_concurrency <= 1:
         return [result for row in rows for result in deliver([row])]
     executor = _pool(settings)

@@ -1,7 +1,7 @@
 """The webhook POST itself: urllib3 connection pools pinned to the addresses
 ``url_safety.check_url`` approved, one per process and (scheme, address, port, host name),
 shared by every thread that posts (``concurrency.py``'s and the worker threads), each holding
-up to ``pool_size`` keep-alive connections to its receiver between deliveries.
+up to ``pool_size()`` keep-alive connections to its receiver between deliveries.
 
 SSRF: a pool only ever dials the one address in its key, and a POST picks its pool by an
 address that ``check_url`` approved for this very attempt, so every connection, new or
@@ -26,14 +26,16 @@ MAX_POOLS = 256  # receivers (scheme, address, port, host name) kept; least rece
 
 _pools: OrderedDict = OrderedDict()
 _pools_lock = threading.Lock()
-_pool_size = 1
 
 
-def set_pool_size(size: int) -> None:
-    """Keep-alive connections kept per receiver: the most POSTs this process has in flight
-    at once (for new pools; the ones made before keep their size)."""
-    global _pool_size
-    _pool_size = max(1, int(size))
+def pool_size() -> int:
+    """Keep-alive connections kept per receiver: the most POSTs this process can have in
+    flight at once (the pool of WEBHOOKS_CONCURRENCY threads, plus a worker thread each for a
+    lone wake-up or with the setting at 1)."""
+    from chalicelib.config import get_settings
+
+    settings = get_settings()
+    return settings.webhooks_concurrency + settings.worker_threads
 
 
 class Failed(Exception):
@@ -136,14 +138,15 @@ def _new_pool(scheme: str, ip: str, port: int, host: str):
     import urllib3
 
     address = ip.strip("[]")
+    size = pool_size()
     # block=False: past maxsize a POST opens one more connection rather than waiting, and it
     # is closed after use (the bound on POSTs in flight is concurrency.py's, not the pool's).
     if scheme == "https":
         # SNI and the certificate's name are the URL's host, not the address dialled.
-        return urllib3.HTTPSConnectionPool(address, port, maxsize=_pool_size, block=False,
+        return urllib3.HTTPSConnectionPool(address, port, maxsize=size, block=False,
                                            server_hostname=host, cert_reqs="CERT_REQUIRED",
                                            ca_certs=ca_bundle())
-    return urllib3.HTTPConnectionPool(address, port, maxsize=_pool_size, block=False)
+    return urllib3.HTTPConnectionPool(address, port, maxsize=size, block=False)
 
 
 def close_all() -> None:
