@@ -518,6 +518,9 @@ def main(argv: list[str] | None = None) -> None:
                                                   args.lambda_rounds), "rtt": round_trips[0]}
     finally:
         world.close()
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)  # the phases' databases, Postfix's queue
     shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "make run's defaults"
     head = (f"delivery at latency: {args.messages} messages to {args.destinations} destinations, "
             f"{shown}"
