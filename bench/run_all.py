@@ -26,6 +26,7 @@ BENCHES = [
     ("http", ["bench_http.py"]),
     ("rls", ["bench_rls.py"]),
     ("reputation", ["bench_reputation.py"]),
+    ("latency", ["bench_latency.py", "--postfix"]),
 ]
 
 

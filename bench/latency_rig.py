@@ -1,0 +1,295 @@
+"""The pieces of ``bench/bench_latency.py``: a receiving MX that counts sessions per
+destination, a proxy that adds a one-way delay to every byte in both directions, and the
+DNS zone that sends each recipient domain to its own loopback address.
+
+* **Destinations.** Destination ``k`` is the recipient domain ``d<k>.latency.example.net``;
+  its MX host ``mx.d<k>.latency.example.net`` resolves to ``127.0.0.<FIRST_OCTET + k>``
+  (all of 127.0.0.0/8 is loopback on Linux). The proxy listens on each of those addresses,
+  on one port (the service dials it as DELIVERY_MX_PORT), and connects on to the one sink
+  *from* the same address: the sink tells destinations apart by its peer's address.
+* **The sink** (``CountingMX``): aiosmtpd, offering PIPELINING (aiosmtpd reads commands one
+  line at a time from its buffer, so a pipelined flight is answered in order), accepting
+  everything; per peer address it counts the sessions open now and the peak, and it counts
+  the messages received. The counters live in shared memory (``Counters``) so the bench
+  reads them from another process.
+* **The delay proxy** (``DelayProxy``): asyncio; each accepted connection waits one delay
+  (the SYN crossing) before it connects on, then two pumps carry the bytes, each chunk
+  handed on ``delay`` seconds after it was read, in order; end of stream is delayed the
+  same way. Connections never wait for each other: a round trip through it costs two
+  delays, and nothing else is serialised.
+
+Each runs in a process of its own in the bench (``serve_sink``, ``serve_proxy``), so their
+CPU and GIL are not the service's nor the reference sender's."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+FIRST_OCTET = 10          # destination k is 127.0.0.(FIRST_OCTET + k)
+MAX_DESTINATIONS = 200    # 127.0.0.10 .. 127.0.0.209
+SLOTS = 256               # counters indexed by the peer address's last octet
+HOOK_ADDRESS = "127.0.0.9"  # the webhook receiver's side of the proxy
+
+
+def destination_domain(k: int) -> str:
+    return f"d{k}.latency.example.net"
+
+
+def destination_address(k: int) -> str:
+    assert 0 <= k < MAX_DESTINATIONS, k
+    return f"127.0.0.{FIRST_OCTET + k}"
+
+
+def zone(destinations: int) -> dict:
+    """The LoopbackDNS zone: MX and A records of ``destinations`` recipient domains."""
+    records: dict = {}
+    for k in range(destinations):
+        domain = destination_domain(k)
+        records[(f"{domain}.", "MX")] = [(10, f"mx.{domain}.")]
+        records[(f"mx.{domain}.", "A")] = [destination_address(k)]
+    return records
+
+
+class Counters:
+    """Shared-memory counters of the sink: ``messages`` received in all, and per peer
+    address (last octet) the sessions ``open`` now and the ``peak`` since ``reset_peaks``.
+    Built from a multiprocessing context (``Counters(ctx)``) or, in one process, plain lists
+    (``Counters()``)."""
+
+    def __init__(self, ctx=None):
+        if ctx is None:
+            self.messages, self.open, self.peak = [0], [0] * SLOTS, [0] * SLOTS
+            self.sessions = [0]
+        else:
+            self.messages = ctx.Array("q", 1, lock=False)
+            self.sessions = ctx.Array("q", 1, lock=False)  # sessions opened in all
+            self.open = ctx.Array("i", SLOTS, lock=False)
+            self.peak = ctx.Array("i", SLOTS, lock=False)
+
+    def reset_peaks(self) -> None:
+        for i in range(SLOTS):
+            self.peak[i] = self.open[i]
+
+    def peaks(self, destinations: int) -> list[int]:
+        """Peak concurrent sessions of each destination since the last reset."""
+        return [self.peak[FIRST_OCTET + k] for k in range(destinations)]
+
+
+def _slot(peer) -> int:
+    try:
+        return int(str(peer[0]).rsplit(".", 1)[1]) % SLOTS
+    except (TypeError, ValueError, IndexError):
+        return 0
+
+
+def counting_mx(counters: Counters, host: str = "127.0.0.1", port: int = 0):
+    """An aiosmtpd Controller (started) whose sessions count into ``counters``."""
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import SMTP
+
+    class CountingSMTP(SMTP):
+        slot = 0
+
+        def connection_made(self, transport):
+            self.slot = _slot(transport.get_extra_info("peername"))
+            counters.sessions[0] += 1
+            counters.open[self.slot] += 1
+            if counters.open[self.slot] > counters.peak[self.slot]:
+                counters.peak[self.slot] = counters.open[self.slot]
+            super().connection_made(transport)
+
+        def connection_lost(self, error):
+            counters.open[self.slot] -= 1
+            super().connection_lost(error)
+
+    class Handler:
+        async def handle_EHLO(self, server, session, envelope, hostname, responses):
+            session.host_name = hostname
+            # The last line of the reply has no hyphen: offer PIPELINING before it.
+            return [*responses[:-1], "250-PIPELINING",
+                    responses[-1] if responses[-1].startswith("250 ")
+                    else "250 " + responses[-1][4:]]
+
+        async def handle_DATA(self, server, session, envelope):
+            counters.messages[0] += len(envelope.rcpt_tos)
+            return "250 2.0.0 OK"
+
+    class CountingController(Controller):
+        def factory(self):
+            return CountingSMTP(self.handler, **self.SMTP_kwargs)
+
+    if port == 0:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+    controller = CountingController(Handler(), hostname=host, port=port,
+                                    server_hostname="sink.latency.example.net",
+                                    data_size_limit=0)
+    controller.start()
+    return controller
+
+
+def serve_sink(counters: Counters, ready, stop) -> None:
+    """The sink in a process of its own: sends its port through ``ready``, serves until
+    ``stop`` is set."""
+    controller = counting_mx(counters)
+    ready.send(controller.port)
+    stop.wait()
+    controller.stop()
+
+
+class DelayProxy:
+    """``listens`` [(address, port, target host, target port, source address or None)]:
+    each listening address forwards to its target, connecting from the source address when
+    given, every chunk ``delay()`` seconds late in each direction (``delay`` is read per
+    chunk, so it may change between phases). ``forwarded`` counts the bytes carried each
+    way ({"up": n, "down": n}) and ``connections`` the connections accepted."""
+
+    def __init__(self, listens, delay):
+        self.listens, self.delay = listens, delay
+        self.forwarded = {"up": 0, "down": 0}
+        self.connections = 0
+        self.live: set = set()
+        self.servers: list = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+
+    async def _pump(self, reader, writer, way: str) -> None:
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await chunks.get()
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not data:
+                    if writer.can_write_eof():
+                        writer.write_eof()
+                    return
+                writer.write(data)
+                self.forwarded[way] += len(data)
+                await writer.drain()
+
+        sender = asyncio.ensure_future(deliver())
+        try:
+            while True:
+                data = await reader.read(65536)
+                chunks.put_nowait((loop.time() + self.delay(), data))
+                if not data:
+                    break
+            await sender
+        finally:
+            if not sender.done():
+                sender.cancel()
+
+    def _handler(self, target_host: str, target_port: int, source: str | None):
+        async def handle(client_reader, client_writer) -> None:
+            self.connections += 1
+            upstream_writer = None
+            task = asyncio.current_task()
+            self.live.add(task)  # asyncio keeps only weak references to tasks
+            try:
+                await asyncio.sleep(self.delay())  # the connection's first packet crossing
+                upstream_reader, upstream_writer = await asyncio.open_connection(
+                    target_host, target_port,
+                    local_addr=(source, 0) if source else None)
+                await asyncio.gather(
+                    self._pump(client_reader, upstream_writer, "up"),
+                    self._pump(upstream_reader, client_writer, "down"))
+            except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                pass
+            finally:
+                self.live.discard(task)
+                for writer in (client_writer, upstream_writer):
+                    if writer is not None:
+                        try:
+                            writer.close()
+                        except RuntimeError:  # the loop is closing
+                            pass
+        return handle
+
+    async def _start(self) -> None:
+        for address, port, target_host, target_port, source in self.listens:
+            self.servers.append(await asyncio.start_server(
+                self._handler(target_host, target_port, source), address, port,
+                reuse_address=True, backlog=1024))
+
+    def start(self) -> "DelayProxy":
+        """Serve on an event loop in a thread of this process."""
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(self._start())
+            except BaseException as exc:  # noqa: BLE001  (reported to start's caller)
+                failed.append(exc)
+                started.set()
+                return
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        started.wait()
+        if failed:
+            raise failed[0]
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        async def close() -> None:
+            for server in self.servers:
+                server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self.loop is not None:
+            asyncio.run_coroutine_threadsafe(close(), self.loop).result(timeout=10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.loop.close()
+
+
+def free_port_on(addresses: list[str]) -> int:
+    """A TCP port free on every one of ``addresses`` (tried on the first, checked on all)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind((addresses[0], 0))
+            port = sock.getsockname()[1]
+        try:
+            for address in addresses:
+                with socket.socket() as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    probe.bind((address, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no port free on every destination address")
+
+
+def serve_proxy(destinations: int, mx_port: int, sink_port: int, hook_port: int,
+                receiver_port: int, mx_delay, hook_delay, ready, stop) -> None:
+    """The proxy in a process of its own: destination k's address at ``mx_port`` to the sink
+    (from destination k's address), HOOK_ADDRESS at ``hook_port`` to the webhook receiver;
+    one-way delays (seconds) read from the shared values ``mx_delay`` and ``hook_delay``."""
+    mx = [(destination_address(k), mx_port, "127.0.0.1", sink_port, destination_address(k))
+          for k in range(destinations)]
+    proxies = [DelayProxy(mx, lambda: mx_delay.value).start()]
+    if receiver_port:
+        proxies.append(DelayProxy([(HOOK_ADDRESS, hook_port, "127.0.0.1", receiver_port, None)],
+                                  lambda: hook_delay.value).start())
+    ready.send(True)
+    stop.wait()
+    for proxy in proxies:
+        proxy.stop()
