@@ -87,7 +87,7 @@ log = logging.getLogger(__name__)
 D, L = DeliveryDestination.__table__, DeliveryLease.__table__
 EPOCH = datetime(1970, 1, 1)
 BURST_SECONDS = 10.0      # a destination may take this long's worth of its rate at once
-SLOT_WAIT_SECONDS = 15.0  # a message finding every connection in use tries again after ~this
+SLOT_WAIT_SECONDS = 3.0  # a message finding every connection in use tries again after ~this
 LINE_SECONDS = 3600.0     # wake-up times are handed at most this far ahead
 # A time further ahead than it could have been set (by this much more than the longest
 # backoff, or than a rate cell) was set under another clock (a host's clock stepped back, or
