@@ -13,14 +13,10 @@ goes through this only when it is sent on over SMTP (services/inbound/endpoints.
 """
 from __future__ import annotations
 
-import quopri
-from email import encoders, policy as email_policy
 
+from chalicelib.services.mime import transfer
 from chalicelib.services.mime.base import MAX_LINE
-from chalicelib.services.mime.checks import header_block_end, normalize_line_endings
-
-# Parsed headers are written back exactly as they came (refold_source "none", 8-bit kept).
-_POLICY = email_policy.default.clone(linesep="\r\n", refold_source="none", cte_type="8bit")
+from chalicelib.services.mime.checks import header_block_end
 
 
 class LineTooLong(ValueError):
@@ -58,35 +54,9 @@ def shorten_lines(raw: bytes) -> bytes:
     if head_longest > MAX_LINE:
         raise LineTooLong(f"a header line is {head_longest} octets long; RFC 5322 allows at "
                           f"most {MAX_LINE} (fold the field)")
-    from email.generator import BytesGenerator  # not loaded at cold start
-    from email.parser import BytesParser
-    from io import BytesIO
-
-    def written(part) -> bytes:
-        out = BytesIO()
-        BytesGenerator(out, mangle_from_=False, policy=_POLICY).flatten(part)
-        return normalize_line_endings(out.getvalue())
-
-    message = BytesParser(policy=_POLICY).parsebytes(raw)
-    for part in message.walk():
-        if part.is_multipart() or not isinstance(part.get_payload(), str):
-            continue
-        wire = written(part)  # its own header block, then its content as it is sent
-        if longest_line(wire[header_block_end(wire):]) <= MAX_LINE:
-            continue
-        data = part.get_payload(decode=True)
-        del part["Content-Transfer-Encoding"]
-        if part.get_content_maintype() == "text":
-            # The standard library's codec (binascii), spaces left readable: the email
-            # package's encode_quopri writes every space as =20.
-            part.set_payload(quopri.encodestring(data).decode("ascii"))
-            part["Content-Transfer-Encoding"] = "quoted-printable"
-        else:
-            part.set_payload(data)
-            encoders.encode_base64(part)
-    if "MIME-Version" not in message:  # a transfer encoding means MIME (RFC 2045 4)
-        message["MIME-Version"] = "1.0"
-    result = written(message)
+    message = transfer.parse(raw)
+    result = transfer.reencode(message, lambda wire: longest_line(
+        wire[header_block_end(wire):]) > MAX_LINE)
     longest = longest_line(result)
     if longest > MAX_LINE:
         raise LineTooLong(f"a line outside any part's content is {longest} octets long; "
