@@ -10,7 +10,7 @@ from chalicelib import clock
 from tests.browser.conftest import make_user
 from tests.messages.test_captured import PIXEL, rich, submit
 from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant, wait_for
 
 FRAME = ".mail-frame iframe:not([hidden])"

@@ -13,7 +13,7 @@ import pytest
 from chalicelib.services.delivery import smtp as delivery
 from tests.dns_server import LoopbackDNS
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import (dns_txt, rcpt, sent_ok, verify_dkim,
+from tests.support.sending import (dns_txt, rcpt, sent_ok, verify_dkim,
                                         wait_status)
 from tests.smtp.support import starttls_client
 from tests.support import Api, unique, wait_for

@@ -13,7 +13,7 @@ import pytest
 from chalicelib.services.delivery import egress
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import sent_ok, wait_status
+from tests.support.sending import sent_ok, wait_status
 from tests.support import Api, unique
 
 ADMIN = "/api/v2/admin"

@@ -9,7 +9,7 @@ from email import policy
 
 from tests.smtp.support import plain_client
 from tests.observability.test_observability_e2e import logs, metrics  # noqa: F401  (logs: a fixture)
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, wait_for
 
 SERVER = "/api/v2/server"

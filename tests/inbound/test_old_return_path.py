@@ -13,7 +13,7 @@ from chalicelib import clock
 from chalicelib.db.models import WebhookRequest, WebhookRequestLog
 from tests.inbound.postfix_dsn import postfix_dsn
 from tests.receivers import Receiver
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.smtp.support import plain_client
 from tests.support import Api, all_tenants, wait_for
 

@@ -14,7 +14,7 @@ from chalicelib import clock
 from tests.accounts.helpers import make_user
 from tests.smtp.support import starttls_client
 from tests.sending.test_modes import later, set_server
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant, wait_for
 
 SERVER = "/api/v2/server"

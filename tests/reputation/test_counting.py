@@ -8,7 +8,7 @@ from __future__ import annotations
 from tests.inbound.postfix_dsn import postfix_dsn
 from tests.inbound.test_complaints import arf, delivered
 from tests.reputation.helpers import reputation
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.smtp.support import plain_client
 from tests.support import Api
 

@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib import clock
 from tests.smtp.support import simple_mail, starttls_client
-from tests.sending.test_sending import message, rcpt, send, sent_ok, wait_status
+from tests.support.sending import message, rcpt, send, sent_ok, wait_status
 from tests.support import Api, wait_for
 
 SERVER = "/api/v2/server"

@@ -201,7 +201,7 @@ def test_an_internationalized_message_keeps_its_utf8_fields_through_tracking_and
         api, tenant, monkeypatch):
     """What delivery prepares from the stored message (open/click tracking rewrites the
     HTML part, DKIM signs) keeps the RFC 6532 fields as they were stored."""
-    from tests.sending.test_sending import dns_txt, verify_dkim, wait_status
+    from tests.support.sending import dns_txt, verify_dkim, wait_status
 
     monkeypatch.setenv("DELIVERY_RELAY", "capture")
     local = unique("zoë")

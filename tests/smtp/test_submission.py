@@ -8,7 +8,7 @@ from email.utils import formatdate
 import pytest
 
 from tests.smtp.support import starttls_client
-from tests.sending.test_sending import dns_txt, verify_dkim
+from tests.support.sending import dns_txt, verify_dkim
 from tests.tracking.helpers import html_and_text, tracking_urls
 from tests.support import Api, unique, wait_for
 

@@ -14,7 +14,7 @@ from chalicelib.config import get_settings
 
 from tests.smtp.support import refused_submission, starttls_client
 from tests.smtp.test_protocol import stored_raw
-from tests.sending.test_sending import dns_txt, verify_dkim
+from tests.support.sending import dns_txt, verify_dkim
 from tests.support import Api, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

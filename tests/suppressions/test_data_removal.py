@@ -15,7 +15,7 @@ from chalicelib.services.privacy.removal import REMOVED
 from chalicelib.services.suppressions import entries
 from tests.accounts.helpers import ADMIN, events, make_user
 from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, all_tenants, make_tenant
 
 SERVER = "/api/v2/server"

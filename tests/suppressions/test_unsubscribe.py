@@ -11,7 +11,7 @@ from email import policy
 import dkim.util
 
 from tests.smtp.support import plain_client
-from tests.sending.test_sending import dns_txt, message, rcpt, sent_ok, verify_dkim, wait_status
+from tests.support.sending import dns_txt, message, rcpt, sent_ok, verify_dkim, wait_status
 from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"
