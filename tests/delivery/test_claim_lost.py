@@ -13,7 +13,6 @@ from chalicelib import clock
 from chalicelib.db.models import Message, StatCounter, WebhookRequest
 from chalicelib.services.delivery import process as worker
 from tests.support.delivery import park_many
-from tests.observability.test_observability_e2e import logs  # noqa: F401  (a fixture)
 from tests.support.sending import message, rcpt, wait_status
 from tests.support.delivery import make_due, park_settled
 from tests.webhooks.helpers import create_webhook, server_id

@@ -11,7 +11,7 @@ import requests
 
 from tests.dns_helpers import check, dns_zone, domain_record, fq, publish  # noqa: F401
 from tests.smtp.support import plain_client
-from tests.inbound.test_bounces import dsn
+from tests.support.inbound import dsn
 from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.tracking.helpers import html_and_text, tracking_urls
 from tests.support import Api, make_tenant, wait_for

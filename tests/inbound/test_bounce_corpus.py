@@ -16,7 +16,7 @@ import json
 import pytest
 
 from bench import bounce_corpus
-from tests.inbound.test_bounces import message, sent  # noqa: F401 (fixture)
+from tests.support.inbound import message
 from tests.smtp.support import plain_client
 from tests.support import Api
 

@@ -258,7 +258,7 @@ def test_a_long_line_is_stored_intact_and_re_encoded_only_when_sent_on(stack, ap
 
     from aiosmtpd.controller import Controller
 
-    from tests.smtp.test_protocol import stored_raw
+    from tests.support.smtp import stored_raw
     from tests.support import free_port
 
     received = []

@@ -6,7 +6,7 @@ import base64
 from datetime import timedelta
 
 from chalicelib import clock
-from tests.sending.test_modes import rfc3339
+from tests.support.sending import rfc3339
 from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api
 

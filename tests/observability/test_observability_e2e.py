@@ -15,36 +15,13 @@ from tests.accounts.helpers import make_user, try_login
 from tests.webhooks.helpers import create_webhook
 from tests.receivers import Receiver
 from tests.support import Api, unique, wait_for
+from tests.support.observability import metrics
 
 SERVER = "/api/v2/server"
 
 
-class Lines:
-    def __init__(self, buffer: io.StringIO):
-        self.buffer = buffer
-
-    def text(self) -> str:
-        return self.buffer.getvalue()
-
-    def records(self) -> list[dict]:
-        return [json.loads(line) for line in self.text().splitlines() if line.startswith("{")]
-
-    def find(self, event: str, **fields) -> list[dict]:
-        return [r for r in self.records() if r.get("event") == event
-                and all(r.get(k) == v for k, v in fields.items())]
-
-    def wait(self, event: str, **fields) -> dict:
-        return wait_for(lambda: (found := self.find(event, **fields)) and found[-1], 20,
-                        message=f"a {event} line with {fields}")
 
 
-@pytest.fixture
-def logs(monkeypatch):
-    monkeypatch.setenv("LOG_FORMAT", "json")
-    buffer = io.StringIO()
-    restore = observability.capture(buffer)
-    yield Lines(buffer)
-    restore()
 
 
 def send(api, tenant, to: str) -> dict:
@@ -148,16 +125,6 @@ def test_text_format_is_one_readable_line(api, tenant, mx, monkeypatch):
     assert not line.startswith("{")
 
 
-def metrics(api) -> dict[str, float]:
-    response = requests.get(api.base_url + "/metrics", timeout=10)
-    assert response.status_code == 200
-    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    values = {}
-    for line in response.text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 
 def test_metrics_count_what_happened(api, tenant, mx):

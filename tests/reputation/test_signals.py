@@ -9,10 +9,9 @@ import pytest
 
 from chalicelib import observability
 from tests.accounts.helpers import make_user
-from tests.delivery.test_egress import assign, mx_zone, pool, to  # noqa: F401  (fixture)
+from tests.support.egress import assign, pool, to
 from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.inbound.postfix_dsn import postfix_dsn
-from tests.observability.test_observability_e2e import logs  # noqa: F401  (fixture)
 from tests.support.sending import sent_ok, wait_status
 from tests.smtp.support import plain_client
 from tests.support import Api

@@ -13,7 +13,7 @@ import pytest
 from chalicelib.services import mime
 from tests.smtp.support import (RawSession, b64, make_route, refused_submission,
                                 starttls_client)
-from tests.smtp.test_protocol import inbound, stored_raw
+from tests.support.smtp import inbound, stored_raw
 from tests.support import Api, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

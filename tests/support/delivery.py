@@ -13,6 +13,10 @@ from chalicelib.db.models import Delivery, Message
 from chalicelib.services.sending import submission
 from tests.support import all_tenants, wait_for
 from tests.support.sending import message, rcpt
+import pytest
+from tests.support.sending import (rcpt)
+from tests.smtp.support import starttls_client
+from tests.support import wait_for
 
 
 def park_message(db, api, tenant, to: str) -> int:
@@ -95,3 +99,17 @@ def kill_and_recover(api, tenant, mx, ids, addresses):
         wait_for(lambda: message(api, tenant, message_id)["status"] in ("Sent", "Held"),
                  timeout=20, message=f"message {message_id} done")
     return [message(api, tenant, i) for i in ids]
+
+
+BODY = "Grüße aus Köln: schöne Äpfel\r\n"
+
+
+def submit_8bit(stack, tenant, to: str) -> None:
+    """An SMTP submission with an 8-bit body (kept as submitted by the gateway)."""
+    data = (f"From: App <app@{tenant.domain}>\r\nTo: {to}\r\nSubject: Hello\r\n"
+            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Content-Transfer-Encoding: 8bit\r\n\r\n" + BODY).encode("utf-8")
+    with starttls_client(stack.smtp_port) as client:
+        client.login("x", tenant.smtp_key)
+        assert client.sendmail(f"app@{tenant.domain}", [to], data,
+                               mail_options=["BODY=8BITMIME"]) == {}

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dkim
 
 from tests.support import Api, unique, wait_for
+from datetime import datetime, timedelta, timezone
+from chalicelib import clock
+from tests.support import Api, wait_for
 
 SERVER = "/api/v2/server"
 
@@ -45,3 +48,15 @@ def verify_dkim(data: bytes, records: dict) -> bool:
         return value.encode() if value else None
 
     return bool(dkim.verify(data, dnsfunc=dnsfunc))
+
+
+def set_server(api, tenant, **changes) -> dict:
+    return Api.data(api.patch(tenant.server_path, changes))["server"]
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.replace(tzinfo=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def later(**delta) -> str:
+    return rfc3339(clock.now() + timedelta(**delta))

@@ -14,7 +14,7 @@ from chalicelib.services import content
 from chalicelib.services.privacy.removal import REMOVED
 from chalicelib.services.suppressions import entries
 from tests.accounts.helpers import ADMIN, events, make_user
-from tests.sending.test_modes import rfc3339
+from tests.support.sending import rfc3339
 from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, all_tenants, make_tenant
 
