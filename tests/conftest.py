@@ -81,7 +81,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import io  # noqa: E402
 
-from tests.dns_helpers import dns_zone  # noqa: E402, F401  (a fixture: mx_zone stands on it)
+from tests.dns_helpers import dns_zone  # noqa: E402, F401  (the fixture, for every test)
 from tests.mx import ScriptedMX  # noqa: E402
 from tests.support import Api, free_port, make_tenant, unique  # noqa: E402
 from tests.support.observability import Lines  # noqa: E402

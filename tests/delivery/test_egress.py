@@ -11,7 +11,6 @@ import socket
 import pytest
 
 from chalicelib.services.delivery import egress
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.mx import ScriptedMX
 from tests.support.sending import sent_ok, wait_status
 from tests.support import Api, unique

@@ -22,7 +22,6 @@ from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
 from chalicelib.services.delivery import pacing, process as worker, smtp
 from tests.support.delivery import DroppedQueue
 from tests.support.delivery import make_due, park_message
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.support.sending import message
 from tests.conftest import TEST_DATABASE_URL
 from tests.support import Api, all_tenants, make_tenant, unique

@@ -21,7 +21,7 @@ from chalicelib import clock, ops
 from chalicelib.db.models import DkimKey, InstallationKey
 from chalicelib.services.security import installation_keys, signing
 from chalicelib.services.messages import retention
-from tests.dns_helpers import check, dns_zone, domain_record, publish  # noqa: F401
+from tests.dns_helpers import check, domain_record, publish
 from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.webhooks.helpers import create_webhook, emit, make_message
 from tests.receivers import Receiver

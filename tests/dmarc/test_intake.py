@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.dmarc import samples
-from tests.dns_helpers import dns_zone, fq  # noqa: F401  (dns_zone: a fixture)
+from tests.dns_helpers import fq
 from tests.support.dmarc import BILLION_LAUGHS, attached, zipped
 from tests.support.observability import metrics
 from tests.smtp.support import plain_client

@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib import clock
 from chalicelib.services.domains import checks
-from tests.dns_helpers import (by_kind, check, dns_zone, domain_record, fq, publish,  # noqa: F401
+from tests.dns_helpers import (by_kind, check, domain_record, fq, publish,
                                publish_return_path_spf, txt)
 from tests.support import Api, make_tenant
 

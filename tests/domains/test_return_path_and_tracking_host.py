@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.dns_helpers import check, dns_zone, domain_record, fq, publish  # noqa: F401
+from tests.dns_helpers import check, domain_record, fq, publish
 from tests.smtp.support import plain_client
 from tests.support.inbound import dsn
 from tests.support.sending import rcpt, sent_ok, wait_status

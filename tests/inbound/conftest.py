@@ -1,6 +1,5 @@
 from __future__ import annotations
-from tests.support.sending import SERVER
-from tests.support.inbound import message
+from tests.support.sending import SERVER, message
 import pytest
 from tests.mx import ScriptedMX
 from tests.support import Api, unique, wait_for

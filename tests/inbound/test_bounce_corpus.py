@@ -16,7 +16,7 @@ import json
 import pytest
 
 from bench import bounce_corpus
-from tests.support.inbound import message
+from tests.support.sending import message
 from tests.smtp.support import plain_client
 from tests.support import Api
 

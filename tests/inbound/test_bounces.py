@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from tests.smtp.support import plain_client
 from tests.support import Api
-from tests.support.inbound import dsn, message
+from tests.support.inbound import dsn
+from tests.support.sending import message
 
 SERVER = "/api/v2/server"
 

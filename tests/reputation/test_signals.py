@@ -10,7 +10,6 @@ import pytest
 from chalicelib import observability
 from tests.accounts.helpers import make_user
 from tests.support.egress import assign, pool, to
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.inbound.postfix_dsn import postfix_dsn
 from tests.support.sending import sent_ok, wait_status
 from tests.smtp.support import plain_client

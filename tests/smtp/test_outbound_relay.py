@@ -12,7 +12,6 @@ from chalicelib.services.delivery import smtp
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.smtp.relay import OutboundRelay
 from tests.support.egress import assign, pool, to
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.support.sending import message, sent_ok, wait_status
 from tests.support import free_port, make_tenant
 

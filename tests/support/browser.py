@@ -3,8 +3,6 @@ from __future__ import annotations
 import requests
 from tests.browser.conftest import make_user
 from tests.support import Api, make_tenant, unique, wait_for
-from tests.browser.conftest import make_user
-from tests.support import Api, make_tenant, wait_for
 
 
 def every_page(api, stack, mx, rx) -> tuple[dict, dict, dict]:

@@ -4,10 +4,6 @@ from __future__ import annotations
 import io
 import zipfile
 from tests.dmarc import samples
-from tests.dmarc import samples
-from tests.smtp.support import plain_client
-from tests.dmarc import samples
-from tests.dmarc import samples
 from tests.smtp.support import plain_client
 from tests.support import Api
 

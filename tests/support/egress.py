@@ -1,7 +1,6 @@
 """Helpers for egress tests: an address at the loopback MX's domain, IP pools and their assignment."""
 from __future__ import annotations
 from tests.support import Api, unique
-from tests.support import Api, unique
 
 
 def to(server, name="r") -> str:

@@ -1,9 +1,7 @@
 """Helpers for inbound tests: bounces (DSN) and complaints (ARF) written as mail servers send them, a sent
 message to answer, and what the API shows after."""
 from __future__ import annotations
-from tests.support.sending import SERVER
-from tests.support.sending import message, rcpt, sent_ok, wait_status
-from tests.support import Api, wait_for
+from tests.support.sending import SERVER, rcpt, sent_ok, wait_status
 from tests.support import Api, wait_for
 
 
@@ -74,8 +72,3 @@ def dsn(return_path: str, original_rcpt: str, *, status="5.1.1", action="failed"
             "\r\n--RR\r\nContent-Type: text/rfc822-headers\r\n\r\n"
             f"From: app@sender.example\r\nTo: {original_rcpt}\r\nSubject: Hello\r\n"
             "\r\n--RR--\r\n").encode()
-
-
-def message(api, tenant, message_id):
-    return Api.data(api.get(f"{SERVER}/messages/{message_id}",
-                            server_key=tenant.api_key))["message"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 import requests
 import io
 import json
-import requests
 from tests.support import wait_for
 
 

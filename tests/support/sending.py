@@ -7,7 +7,6 @@ import dkim
 from tests.support import Api, unique, wait_for
 from datetime import datetime, timedelta, timezone
 from chalicelib import clock
-from tests.support import Api, wait_for
 
 SERVER = "/api/v2/server"
 

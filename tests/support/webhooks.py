@@ -3,8 +3,6 @@ from __future__ import annotations
 import pytest
 from chalicelib import queues
 from tests.webhooks.helpers import emit, make_message, queue_rows
-import pytest
-from tests.webhooks.helpers import queue_rows
 
 
 def emit_events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
