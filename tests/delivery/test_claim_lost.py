@@ -15,7 +15,7 @@ from chalicelib.services.delivery import process as worker
 from tests.support.delivery import park_many
 from tests.support.sending import message, rcpt, wait_status
 from tests.support.delivery import make_due, park_settled
-from tests.webhooks.helpers import create_webhook, server_id
+from tests.support.webhooks import create_webhook, server_id
 from tests.receivers import Receiver
 from tests.support import Api, all_tenants
 

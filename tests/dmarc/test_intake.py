@@ -14,7 +14,7 @@ from tests.dmarc import samples
 from tests.dns_helpers import fq
 from tests.support.dmarc import BILLION_LAUGHS, attached, zipped
 from tests.support.observability import metrics
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support import Api, make_tenant
 from tests.support.dmarc import report_address, send
 from tests.support.dmarc import domain_record

@@ -202,7 +202,7 @@ def test_dns_resolvers_setting_is_validated():
 
 
 def test_webhook_hosts_are_resolved_through_dns_resolvers(api, tenant, dns_zone):
-    from tests.webhooks.helpers import create_webhook, emit, make_message
+    from tests.support.webhooks import create_webhook, emit, make_message
     from tests.receivers import Receiver
 
     host = f"hooks.{tenant.domain}"

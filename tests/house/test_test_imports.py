@@ -60,7 +60,7 @@ def test_the_check_sees_every_form(tmp_path):
                      "from tests.smtp import test_protocol\n"
                      "from .test_modes import later\n"
                      "from tests.support.sending import rcpt\n"
-                     "from tests.accounts.helpers import make_user\n"
+                     "from tests.support.accounts import make_user\n"
                      "from tests.browser.conftest import Console\n"
                      "def f():\n"
                      "    from tests.inbound.test_bounces import dsn\n")

@@ -17,7 +17,7 @@ import pytest
 
 from bench import bounce_corpus
 from tests.support.sending import message
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 SERVER = "/api/v2/server"

@@ -4,7 +4,7 @@ its recipient; GET /bounces shows the parsed status code and diagnostic."""
 from __future__ import annotations
 
 
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support import Api
 from tests.support.inbound import dsn
 from tests.support.sending import message

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.inbound import arf, bounces, delivered, suppression_of
 from tests.support.sending import rcpt, sent_ok, wait_status
-from tests.smtp.support import plain_client, starttls_client
+from tests.support.smtp import plain_client, starttls_client
 from tests.support import Api, unique, wait_for
 
 FBL = "fbl-reports@mx.service.test"

@@ -7,7 +7,7 @@ import email
 import json
 from email import policy
 
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support.observability import metrics
 from tests.support.sending import message, sent_ok
 from tests.support import Api, wait_for

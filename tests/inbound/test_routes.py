@@ -7,7 +7,7 @@ import smtplib
 
 import pytest
 
-from tests.smtp.support import Receiver, make_route, plain_client, simple_mail
+from tests.support.smtp import Receiver, make_route, plain_client, simple_mail
 from tests.support import Api, unique, wait_for
 
 

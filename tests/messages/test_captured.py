@@ -9,7 +9,7 @@ import base64
 from datetime import timedelta
 
 from chalicelib import clock
-from tests.accounts.helpers import make_user
+from tests.support.accounts import make_user
 from tests.support.sending import later, set_server
 from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant, wait_for

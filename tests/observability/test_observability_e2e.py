@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from chalicelib import observability
-from tests.accounts.helpers import make_user, try_login
-from tests.webhooks.helpers import create_webhook
+from tests.support.accounts import make_user, try_login
+from tests.support.webhooks import create_webhook
 from tests.receivers import Receiver
 from tests.support import Api, unique, wait_for
 from tests.support.observability import metrics
@@ -154,7 +154,7 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
     from chalicelib import clock
     from tests.support import all_tenants
     from chalicelib.db.models import WebhookRequest
-    from tests.webhooks.helpers import server_id
+    from tests.support.webhooks import server_id
 
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
@@ -205,7 +205,7 @@ def test_metrics_endpoint_is_off_with_emf_and_emf_lines_are_written(api, monkeyp
 def test_smtp_submissions_auth_failures_and_sessions(stack, api, tenant, mx, logs):
     import smtplib
 
-    from tests.smtp.support import simple_mail, starttls_client
+    from tests.support.smtp import simple_mail, starttls_client
 
     before = metrics(api)["email_service_smtp_sessions_total"]
     with starttls_client(stack.smtp_port) as client:

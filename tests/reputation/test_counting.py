@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from tests.inbound.postfix_dsn import postfix_dsn
 from tests.support.inbound import arf, delivered
-from tests.reputation.helpers import reputation
+from tests.support.reputation import reputation
 from tests.support.sending import rcpt, sent_ok, wait_status
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from chalicelib import clock
-from tests.smtp.support import simple_mail, starttls_client
+from tests.support.smtp import simple_mail, starttls_client
 from tests.support.sending import message, rcpt, send, sent_ok, wait_status
 from tests.support import Api, wait_for
 from tests.support.sending import later, rfc3339, set_server

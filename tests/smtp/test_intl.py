@@ -11,7 +11,7 @@ from email.message import EmailMessage
 import pytest
 
 from chalicelib.services import mime
-from tests.smtp.support import (RawSession, b64, make_route, refused_submission,
+from tests.support.smtp import (RawSession, b64, make_route, refused_submission,
                                 starttls_client)
 from tests.support.smtp import inbound, stored_raw
 from tests.support import Api, unique, wait_for
@@ -34,7 +34,7 @@ def utf8_parse(raw: bytes):
 
 def authenticated_raw(stack, tenant) -> RawSession:
     """A raw session after STARTTLS and AUTH (for the commands smtplib will not send)."""
-    from tests.smtp.support import client_context
+    from tests.support.smtp import client_context
 
     session = RawSession(stack.smtp_port)
     session.command("EHLO intl.test")

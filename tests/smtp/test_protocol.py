@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from tests.smtp.support import (RawSession, b64, make_route, open_data, plain_client,
+from tests.support.smtp import (RawSession, b64, make_route, open_data, plain_client,
                                 starttls_client)
 from tests.support import unique, wait_for
 from tests.support.smtp import inbound, stored_raw

@@ -3,7 +3,7 @@ from __future__ import annotations
 import base64
 from email import policy
 from email.message import EmailMessage
-from tests.smtp.support import starttls_client
+from tests.support.smtp import starttls_client
 
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a png").decode()

@@ -13,7 +13,7 @@ from chalicelib.db.models import Delivery, Message
 from chalicelib.services.sending import submission
 from tests.support import all_tenants, wait_for
 from tests.support.sending import message, rcpt
-from tests.smtp.support import starttls_client
+from tests.support.smtp import starttls_client
 
 
 def park_message(db, api, tenant, to: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import zipfile
 from tests.dmarc import samples
-from tests.smtp.support import plain_client
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 

@@ -10,7 +10,7 @@ import requests
 
 from chalicelib import clock
 from tests.support.sending import dns_txt, verify_dkim
-from tests.tracking.helpers import html_and_text, tracking_urls
+from tests.support.tracking import html_and_text, tracking_urls
 from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"

@@ -8,7 +8,7 @@ import pytest
 from chalicelib.services.webhooks import batch as webhook_batch
 from chalicelib.services.webhooks import deliver as single
 from tests.conftest import TEST_DATABASE_URL
-from tests.webhooks.helpers import create_webhook, log_rows, queue_rows
+from tests.support.webhooks import create_webhook, log_rows, queue_rows
 from tests.receivers import Receiver
 from tests.support.webhooks import emit_events
 
