@@ -1,8 +1,11 @@
+"""Fixtures of the inbound tests: a message sent and delivered, for a bounce to answer."""
 from __future__ import annotations
-from tests.support.sending import SERVER, message
+
 import pytest
+
 from tests.mx import ScriptedMX
 from tests.support import Api, unique, wait_for
+from tests.support.sending import SERVER, message
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """Helpers for browser tests: every page of the console with data on it, a member of a tenant."""
 from __future__ import annotations
+
 import requests
+
 from tests.browser.conftest import make_user
 from tests.support import Api, make_tenant, unique, wait_for
 

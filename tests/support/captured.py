@@ -1,10 +1,11 @@
 """Helpers for tests of captured mail: a rich message (HTML, an image) submitted over SMTP."""
 from __future__ import annotations
+
 import base64
 from email import policy
 from email.message import EmailMessage
-from tests.support.smtp import starttls_client
 
+from tests.support.smtp import starttls_client
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a png").decode()
 

@@ -1,12 +1,13 @@
-"""Helpers for DMARC report tests: reports zipped and attached as reporters send them, a hostile XML, the
-report address and a send to it."""
+"""Helpers for DMARC report tests: reports zipped and attached as reporters send them, a
+hostile XML, the domain's record, its report address and a send to it."""
 from __future__ import annotations
+
 import io
 import zipfile
-from tests.dmarc import samples
-from tests.support.smtp import plain_client
-from tests.support import Api
 
+from tests.dmarc import samples
+from tests.support import Api
+from tests.support.smtp import plain_client
 
 BILLION_LAUGHS = b"""<?xml version="1.0"?>
 <!DOCTYPE feedback [

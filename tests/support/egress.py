@@ -1,5 +1,7 @@
-"""Helpers for egress tests: an address at the loopback MX's domain, IP pools and their assignment."""
+"""Helpers for egress tests: an address at the loopback MX's domain (the ``mx_zone`` fixture of
+tests/conftest.py), IP pools and their assignment."""
 from __future__ import annotations
+
 from tests.support import Api, unique
 
 

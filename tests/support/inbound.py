@@ -1,8 +1,9 @@
-"""Helpers for inbound tests: bounces (DSN) and complaints (ARF) written as mail servers send them, a sent
-message to answer, and what the API shows after."""
+"""Helpers for inbound tests: bounces (DSN) and complaints (ARF) written as mail servers send
+them, a delivered message to answer, and the bounces and suppressions the API shows after."""
 from __future__ import annotations
-from tests.support.sending import SERVER, rcpt, sent_ok, wait_status
+
 from tests.support import Api, wait_for
+from tests.support.sending import SERVER, rcpt, sent_ok, wait_status
 
 
 def arf(*, to: str, original: bytes, feedback_type: str = "abuse",

@@ -1,8 +1,12 @@
-"""Helpers for observability tests: the metrics endpoint read as numbers."""
+"""Helpers for observability tests: the service's log lines captured as JSON (``Lines``, behind
+the ``logs`` fixture of tests/conftest.py) and the metrics endpoint read as numbers."""
 from __future__ import annotations
-import requests
+
 import io
 import json
+
+import requests
+
 from tests.support import wait_for
 
 

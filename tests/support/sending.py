@@ -1,12 +1,14 @@
 """Helpers for tests that send through the HTTP API and watch the message: a recipient address,
-a send, a message's status, the sending domain's DKIM record and a DKIM check against it."""
+a send, a message's status, the sending domain's DKIM record and a DKIM check against it, the
+server's settings, times as the API writes them."""
 from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
 
 import dkim
 
-from tests.support import Api, unique, wait_for
-from datetime import datetime, timedelta, timezone
 from chalicelib import clock
+from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"
 
