@@ -28,7 +28,7 @@ from bench.common import bench_database_url  # noqa: E402
 from bench.make_run import tree_cpu  # noqa: E402
 from tests.processes import running, send_batches, sent_events  # noqa: E402
 from tests.support import make_tenant, wait_for  # noqa: E402
-from tests.webhooks.helpers import create_webhook  # noqa: E402
+from tests.support.webhooks import create_webhook  # noqa: E402
 
 CONFIGS = {
     "1 process (WORKER_PROCESSES=0)": {"WORKER_PROCESSES": "0"},

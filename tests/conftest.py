@@ -79,7 +79,12 @@ for _name in ("CONTENT_BUCKET", "CONTENT_S3_ENDPOINT_URL", "TIME_SCALE", "DELIVE
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.support import Api, free_port, make_tenant  # noqa: E402
+import io  # noqa: E402
+
+from tests.dns_helpers import dns_zone  # noqa: E402, F401  (the fixture, for every test)
+from tests.mx import ScriptedMX  # noqa: E402
+from tests.support import Api, free_port, make_tenant, unique  # noqa: E402
+from tests.support.observability import Lines  # noqa: E402
 
 
 def _reset_database(url: str) -> None:
@@ -173,3 +178,32 @@ def _reset_clock():
     clock.reset()
     yield
     clock.reset()
+
+
+@pytest.fixture
+def logs(monkeypatch):
+    """The service's log lines, as JSON, captured for the test (``Lines``)."""
+    from chalicelib import observability
+
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    buffer = io.StringIO()
+    restore = observability.capture(buffer)
+    yield Lines(buffer)
+    restore()
+
+
+@pytest.fixture
+def mx_zone(dns_zone, monkeypatch):  # noqa: F811
+    """A receiving MX on loopback that the zone names as the MX of ``mx_zone.domain``, and
+    delivery to MX hosts (no relay), on the MX's port."""
+    server = ScriptedMX().start()
+    monkeypatch.delenv("DELIVERY_RELAY", raising=False)
+    monkeypatch.setenv("DELIVERY_MX_PORT", str(server.port))
+    monkeypatch.setenv("TIME_SCALE", "0.0001")
+    domain = f"{unique('dest')}.example"
+    dns_zone.zone.update({(f"{domain}.", "MX"): [(10, f"mx.{domain}.")],
+                          (f"mx.{domain}.", "A"): ["127.0.0.1"]})
+    server.domain = domain
+    server.dns = dns_zone
+    yield server
+    server.stop()

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from chalicelib import clock
 from chalicelib.db.models import User
-from tests.accounts.helpers import ADMIN, AUTH, PASSWORD, events, login, make_user, try_login
+from tests.support.accounts import ADMIN, AUTH, PASSWORD, events, login, make_user, try_login
 from tests.support import Api, unique
 
 

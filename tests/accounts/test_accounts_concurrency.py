@@ -9,7 +9,7 @@ import pyotp
 from argon2 import PasswordHasher
 
 from chalicelib import clock
-from tests.accounts.helpers import ADMIN, AUTH, PASSWORD, login, make_user, try_login
+from tests.support.accounts import ADMIN, AUTH, PASSWORD, login, make_user, try_login
 from tests.support import Api, unique
 
 PARALLEL = 6

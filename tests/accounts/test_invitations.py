@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib import clock
-from tests.accounts.helpers import ADMIN, AUTH, PASSWORD, login, make_user
+from tests.support.accounts import ADMIN, AUTH, PASSWORD, login, make_user
 from tests.support import Api, unique
 
 

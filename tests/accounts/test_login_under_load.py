@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from chalicelib.db.models import AuthEvent
 from chalicelib.services.accounts import passwords
-from tests.accounts.helpers import AUTH, PASSWORD, login, make_user, try_login
+from tests.support.accounts import AUTH, PASSWORD, login, make_user, try_login
 from tests.support import Api, all_tenants
 
 PARALLEL_LOGINS = 50

@@ -10,7 +10,7 @@ import pyotp
 
 from chalicelib import clock
 from tests.accounts.authenticator import SoftAuthenticator
-from tests.accounts.helpers import AUTH, PASSWORD, events, login, make_user, try_login
+from tests.support.accounts import AUTH, PASSWORD, events, login, make_user, try_login
 from tests.support import Api
 
 PASSKEYS = f"{AUTH}/passkeys"

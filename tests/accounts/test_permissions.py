@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import TEST_DATABASE_URL
-from tests.accounts.helpers import ADMIN, PASSWORD, login, make_user
+from tests.support.accounts import ADMIN, PASSWORD, login, make_user
 from tests.support import Api, unique
 
 

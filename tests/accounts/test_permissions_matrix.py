@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from chalicelib.api.framework import ENDPOINTS
-from tests.accounts.helpers import ADMIN, make_user
+from tests.support.accounts import ADMIN, make_user
 from tests.support import Api, unique
 
 WRITE = ("POST", "PATCH", "PUT", "DELETE")

@@ -2,7 +2,7 @@
 one by one, or all but the current one; nobody reaches another user's sessions."""
 from __future__ import annotations
 
-from tests.accounts.helpers import AUTH, events, login, make_user
+from tests.support.accounts import AUTH, events, login, make_user
 from tests.support import Api
 
 

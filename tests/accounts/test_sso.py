@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.services.accounts import oidc
 from tests import oidc_support
-from tests.accounts.helpers import ADMIN, AUTH, PASSWORD, events
+from tests.support.accounts import ADMIN, AUTH, PASSWORD, events
 from tests.support import Api
 
 CALLBACK = f"{AUTH}/oidc/callback"

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from chalicelib import clock
 from chalicelib.db.models import User
-from tests.accounts.helpers import AUTH, PASSWORD, events, login, make_user, try_login
+from tests.support.accounts import AUTH, PASSWORD, events, login, make_user, try_login
 from tests.support import Api
 
 

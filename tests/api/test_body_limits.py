@@ -10,7 +10,7 @@ import re
 import pytest
 
 from chalicelib.api import framework, json_body, openapi
-from tests.accounts.helpers import make_user
+from tests.support.accounts import make_user
 from tests.support import Api
 
 DEEP = b'{"a":' * 5000 + b"1" + b"}" * 5000

@@ -7,20 +7,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from chalicelib import clock
-from tests.browser.conftest import make_user
-from tests.messages.test_captured import PIXEL, rich, submit
-from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.captured import PIXEL, rich, submit
+from tests.support.sending import rfc3339
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant, wait_for
+from tests.support.browser import member_of
 
 FRAME = ".mail-frame iframe:not([hidden])"
 
 
-def member_of(api, tenant, role: str = "member") -> dict:
-    person = make_user(api)
-    Api.data(api.post(f"/api/v2/admin/organizations/{tenant.org}/members",
-                      {"email_address": person["email_address"], "role": role}), 201)
-    return person
 
 
 def test_the_captured_inbox_reads_like_a_mail_catcher(console, stack, api, monkeypatch):

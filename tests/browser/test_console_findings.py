@@ -19,7 +19,7 @@ from chalicelib import clock, console_rules
 from tests.browser.conftest import make_user
 from tests.receivers import Receiver, Reply
 from tests.support import Api, make_tenant, unique, wait_for
-from tests.tracking.helpers import html_and_text, tracking_urls
+from tests.support.tracking import html_and_text, tracking_urls
 
 BROWSER = "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 Version/17.5"
 # How every page writes a date: `Nov 26, 2026, 06:50:26 AM UTC` (en-US, the zone named).

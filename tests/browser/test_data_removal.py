@@ -3,8 +3,8 @@ recipient's data from the server's settings page and sees the counts; the messag
 then says its content expired instead of showing the mail."""
 from __future__ import annotations
 
-from tests.browser.test_captured_mail import member_of
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.browser import member_of
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant
 
 

@@ -11,9 +11,9 @@ from chalicelib.db.models import ClickEvent, OpenEvent, TrackedLink
 from chalicelib.services.tracking import engagement
 from tests.browser.conftest import make_user
 from tests.dmarc import samples
-from tests.dmarc.test_intake import report_address, send
+from tests.support.dmarc import report_address, send
 from tests.support import Api, all_tenants, make_tenant
-from tests.tracking.helpers import make_message, server_id
+from tests.support.tracking import make_message, server_id
 
 
 def _viewer(api: Api, tenant) -> dict:

@@ -7,7 +7,7 @@ DNS server here)."""
 from __future__ import annotations
 
 from tests.browser.conftest import make_user
-from tests.dns_helpers import dns_zone, fq  # noqa: F401
+from tests.dns_helpers import fq
 from tests.support import Api, make_tenant, unique, wait_for
 
 

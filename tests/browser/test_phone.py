@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import Console, make_user
-from tests.browser.test_pages import every_page
+from tests.support.browser import every_page
 from tests.receivers import Receiver
 
 WIDTH = 390

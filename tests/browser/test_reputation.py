@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from chalicelib.services.reputation import signals
 from tests.browser.conftest import make_user
-from tests.reputation.helpers import count, messages, outcomes, server_id
+from tests.support.reputation import count, messages, outcomes, server_id
 from tests.support import Api, all_tenants, make_tenant, unique
 
 BLOCKED = "550 5.7.1 Client host [127.0.0.43] blocked using zen.spamhaus.org"

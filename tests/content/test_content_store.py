@@ -18,7 +18,7 @@ from chalicelib.services import content
 from chalicelib.services.content import store as content_store
 from chalicelib.services.organizations import credentials
 from chalicelib.services.sending import submission
-from tests.sending.test_sending import sent_ok, wait_status
+from tests.support.sending import sent_ok, wait_status
 from tests.support import Api, all_tenants, unique
 
 SERVER = "/api/v2/server"

@@ -21,7 +21,7 @@ from chalicelib.db.migrations.rls import ARM_NAMES
 from chalicelib.db.models import (Credential, Membership, Message, Organization, Server, User,
                                   Webhook)
 from chalicelib.services.organizations import lookup
-from tests.accounts.helpers import make_user
+from tests.support.accounts import make_user
 from tests.conftest import APP_DATABASE_URL, TEST_ADMIN_KEY, TEST_DATABASE_URL
 from tests.support import Api, all_tenants, make_tenant, unique
 

@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib.services.accounts import members, passwords, users
 from chalicelib.services.dkim import keys as dkim_keys
-from tests.accounts.helpers import ADMIN, AUTH, PASSWORD, make_user
+from tests.support.accounts import ADMIN, AUTH, PASSWORD, make_user
 from tests.conftest import TEST_DATABASE_URL
 from tests.support import Api, unique
 

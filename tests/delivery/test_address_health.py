@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from chalicelib import clock, observability
 from chalicelib.services.delivery import address_health
-from tests.dns_helpers import dns_zone, fq  # noqa: F401
+from tests.dns_helpers import fq
 from tests.support import Api, unique
 
 V6 = "2001:db8:24::25"

@@ -4,39 +4,15 @@ message's in-flight marker; and a worker killed mid-batch leaves every message s
 (recorded, or held as Unknown when its outcome was lost) or due again."""
 from __future__ import annotations
 
-from datetime import timedelta
 
 import pytest
 
-from chalicelib import clock, queues
 from chalicelib.db.models import Message
 from chalicelib.services.delivery import process as worker, recorder as recording, smtp
 from chalicelib.workers import dispatch
-from tests.sending.test_sending import message, rcpt, wait_status
-from tests.delivery.test_worker import deliveries_of, make_due, park_message
-from tests.support import all_tenants, unique, wait_for
-
-
-class WorkerDied(BaseException):
-    """Raised to stop a worker dead: nothing after it runs, as with SIGKILL."""
-
-
-class DroppedQueue:
-    def send(self, queue, body, delay_seconds=0):
-        pass
-
-
-def park_many(db, api, tenant, count: int, addresses: list[str] | None = None
-            ) -> tuple[list[int], list[str]]:
-    """Due messages that only the test's own batch will wake (their submission's wake-ups
-    are dropped, so the stack's workers cannot race the test for them)."""
-    addresses = addresses or [rcpt(f"batch{i}") for i in range(count)]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(queues, "_port", DroppedQueue())
-        ids = [park_message(db, api, tenant, to) for to in addresses]
-    for message_id in ids:
-        make_due(message_id)
-    return ids, addresses
+from tests.support.sending import message, rcpt, wait_status
+from tests.support.delivery import (WorkerDied, deliveries_of, kill_and_recover, park_many)
+from tests.support import all_tenants, unique
 
 
 def _claim(message_id: int):
@@ -88,15 +64,6 @@ def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, t
         [["MessageSent"], ["MessageDeliveryFailed"], ["MessageDelayed", "MessageSent"],
          ["MessageSent"]]
     assert [len(mx.received_for(to)) for to in addresses] == [1, 0, 1, 1]
-
-
-def kill_and_recover(api, tenant, mx, ids, addresses):
-    """After the kill: wait for the claims to expire; the sweeper wakes every row again."""
-    clock.advance(timedelta(seconds=2000))
-    for message_id in ids:
-        wait_for(lambda: message(api, tenant, message_id)["status"] in ("Sent", "Held"),
-                 timeout=20, message=f"message {message_id} done")
-    return [message(api, tenant, i) for i in ids]
 
 
 def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, db,

@@ -10,9 +10,9 @@ from tests.support import all_tenants
 from chalicelib.db.models import Message
 from chalicelib.services.delivery import attempt, process as worker, recorder as recording, steps
 from tests.conftest import TEST_DATABASE_URL
-from tests.delivery.test_batch import WorkerDied, park_many
-from tests.sending.test_sending import message
-from tests.delivery.test_worker import deliveries_of
+from tests.support.delivery import WorkerDied, park_many
+from tests.support.sending import message
+from tests.support.delivery import deliveries_of
 
 pytestmark = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
                                 reason="SQLite commits the claim at once (no lock held "

@@ -8,7 +8,7 @@ import base64
 import os
 
 
-from tests.sending.test_sending import dns_txt, verify_dkim
+from tests.support.sending import dns_txt, verify_dkim
 from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"

@@ -2,9 +2,9 @@
 SMTP carry a category in the message, delivery and bounce records, counted in stats."""
 from __future__ import annotations
 
-from tests.smtp.support import plain_client
-from tests.inbound.test_bounces import dsn
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.smtp import plain_client
+from tests.support.inbound import dsn
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, wait_for
 
 SERVER = "/api/v2/server"

@@ -12,11 +12,10 @@ from sqlalchemy import func, select, update
 from chalicelib import clock
 from chalicelib.db.models import Message, StatCounter, WebhookRequest
 from chalicelib.services.delivery import process as worker
-from tests.delivery.test_batch import park_many
-from tests.observability.test_observability_e2e import logs  # noqa: F401  (a fixture)
-from tests.sending.test_sending import message, rcpt, wait_status
-from tests.delivery.test_worker import make_due, park_settled
-from tests.webhooks.helpers import create_webhook, server_id
+from tests.support.delivery import park_many
+from tests.support.sending import message, rcpt, wait_status
+from tests.support.delivery import make_due, park_settled
+from tests.support.webhooks import create_webhook, server_id
 from tests.receivers import Receiver
 from tests.support import Api, all_tenants
 

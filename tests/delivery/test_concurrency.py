@@ -17,10 +17,10 @@ import pytest
 
 from chalicelib import queues
 from chalicelib.services.delivery import pacing, process as worker, smtp
-from tests.delivery.test_batch import DroppedQueue, park_many
-from tests.delivery.test_worker import deliveries_of, make_due, park_message
+from tests.support.delivery import DroppedQueue, park_many
+from tests.support.delivery import deliveries_of, make_due, park_message
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import wait_status
+from tests.support.sending import wait_status
 from tests.support import unique, wait_for
 
 DATA = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
@@ -223,7 +223,7 @@ def test_a_worker_killed_mid_batch_sends_nothing_twice(api, tenant, mx, db, monk
         release.set()  # the MX accepts it: the dead worker never learns
         if child.poll() is None:
             child.kill()
-    from tests.delivery.test_batch import kill_and_recover
+    from tests.support.delivery import kill_and_recover
 
     shown = kill_and_recover(api, tenant, mx, ids, addresses)
     for to, shown_message in zip(addresses, shown):

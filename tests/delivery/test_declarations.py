@@ -13,23 +13,13 @@ import pytest
 from chalicelib.services.delivery import smtp as delivery
 from tests.dns_server import LoopbackDNS
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import (dns_txt, rcpt, sent_ok, verify_dkim,
+from tests.support.sending import (dns_txt, rcpt, sent_ok, verify_dkim,
                                         wait_status)
-from tests.smtp.support import starttls_client
 from tests.support import Api, unique, wait_for
+from tests.support.delivery import BODY, submit_8bit
 
-BODY = "Grüße aus Köln: schöne Äpfel\r\n"
 
 
-def submit_8bit(stack, tenant, to: str) -> None:
-    """An SMTP submission with an 8-bit body (kept as submitted by the gateway)."""
-    data = (f"From: App <app@{tenant.domain}>\r\nTo: {to}\r\nSubject: Hello\r\n"
-            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Content-Transfer-Encoding: 8bit\r\n\r\n" + BODY).encode("utf-8")
-    with starttls_client(stack.smtp_port) as client:
-        client.login("x", tenant.smtp_key)
-        assert client.sendmail(f"app@{tenant.domain}", [to], data,
-                               mail_options=["BODY=8BITMIME"]) == {}
 
 
 @pytest.fixture

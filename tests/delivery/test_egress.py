@@ -11,47 +11,20 @@ import socket
 import pytest
 
 from chalicelib.services.delivery import egress
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import sent_ok, wait_status
+from tests.support.sending import sent_ok, wait_status
 from tests.support import Api, unique
-
-ADMIN = "/api/v2/admin"
-
-
-@pytest.fixture
-def mx_zone(dns_zone, monkeypatch):  # noqa: F811
-    """A receiving MX on loopback that the zone names as the MX of ``mx_zone.domain``, and
-    delivery to MX hosts (no relay), on the MX's port."""
-    server = ScriptedMX().start()
-    monkeypatch.delenv("DELIVERY_RELAY", raising=False)
-    monkeypatch.setenv("DELIVERY_MX_PORT", str(server.port))
-    monkeypatch.setenv("TIME_SCALE", "0.0001")
-    domain = f"{unique('dest')}.example"
-    dns_zone.zone.update({(f"{domain}.", "MX"): [(10, f"mx.{domain}.")],
-                          (f"mx.{domain}.", "A"): ["127.0.0.1"]})
-    server.domain = domain
-    server.dns = dns_zone
-    yield server
-    server.stop()
+from tests.support.egress import assign, pool, to
+from tests.support.egress import ADMIN
 
 
-def to(server, name="r") -> str:
-    return f"{unique(name)}@{server.domain}"
 
 
-def pool(api, *addresses, relay_host=None, default=False) -> dict:
-    body = {"name": unique("pool"), "default": default}
-    if relay_host:
-        body["relay_host"] = relay_host
-    created = Api.data(api.post(f"{ADMIN}/ip_pools", body), 201)["ip_pool"]
-    for address in addresses:
-        Api.data(api.post(f"{ADMIN}/ip_pools/{created['id']}/ip_addresses", address), 201)
-    return created
 
 
-def assign(api, tenant, pool_id) -> None:
-    Api.data(api.post(tenant.server_path + "/ip_pool", {"ip_pool_id": pool_id}))
+
+
+
 
 
 def deliver(api, tenant, address, status="Sent") -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 
-from tests.sending.test_sending import SERVER, message, rcpt, sent_ok, wait_status
+from tests.support.sending import SERVER, message, rcpt, sent_ok, wait_status
 from tests.support import Api
 
 

@@ -9,9 +9,8 @@ import pytest
 
 from chalicelib import clock
 from chalicelib.services.delivery import mta_sts, smtp
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
 from tests.mx import ScriptedMX
-from tests.sending.test_sending import message, sent_ok, wait_status
+from tests.support.sending import message, sent_ok, wait_status
 from tests.support import free_port, unique
 from tests.tls_ca import PolicyServer, TestCA, policy_text
 

@@ -20,10 +20,9 @@ from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
 from chalicelib.services.delivery import pacing, process as worker, smtp
-from tests.delivery.test_batch import DroppedQueue
-from tests.delivery.test_worker import make_due, park_message
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
-from tests.sending.test_sending import message
+from tests.support.delivery import DroppedQueue
+from tests.support.delivery import make_due, park_message
+from tests.support.sending import message
 from tests.conftest import TEST_DATABASE_URL
 from tests.support import Api, all_tenants, make_tenant, unique
 

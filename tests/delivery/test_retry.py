@@ -2,7 +2,7 @@
 anything else, or another server's message, is refused."""
 from __future__ import annotations
 
-from tests.sending.test_sending import SERVER, rcpt, sent_ok, wait_status
+from tests.support.sending import SERVER, rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant
 
 

@@ -7,70 +7,20 @@ import threading
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from chalicelib import clock, queues
-from chalicelib.db.models import Delivery, Message
-from chalicelib.services.sending import submission
+from chalicelib.db.models import Message
 from chalicelib.db import claims
 from chalicelib.services.delivery import attempt, process as worker, smtp
 from tests.conftest import TEST_DATABASE_URL
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import all_tenants, wait_for
+from tests.support.delivery import WorkerDied, deliveries_of, make_due, park_message, park_settled
 
 postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
                                    reason="needs PostgreSQL (concurrent row claims)")
 
-
-def park_message(db, api, tenant, to: str) -> int:
-    """Submit through the service with next_attempt_at far ahead, so the stack's own workers
-    leave the row alone until the test makes it due."""
-    with all_tenants() as session:
-        from chalicelib.db.models import Server
-        from chalicelib.services.organizations import credentials
-
-        srv = credentials.authenticate_key(session, tenant.api_key, "API").server
-        request = type("R", (), dict(from_=f"app@{tenant.domain}", to=[to], cc=None, bcc=None,
-                                     reply_to=None, subject="parked", text_body="x",
-                                     html_body=None, headers=None, attachments=None, tag=None,
-                                     metadata=None, stream=None))()
-        result = submission.submit(session, session.get(Server, srv.id), request)
-        message_id = result["recipients"][0]["id"]
-        session.flush()
-        session.execute(update(Message).where(Message.id == message_id)
-                        .values(next_attempt_at=clock.now() + timedelta(days=365)))
-    return message_id
-
-
-def park_settled(db, api, tenant, to: str, monkeypatch) -> int:
-    """``park_message``, then wait until the submission's own wake-up has reached a stack worker (which
-    finds the row early and puts it back for later): else that worker could claim the row once
-    the test makes it due."""
-    put_back: set[int] = set()
-    real_enqueue = queues.enqueue_after_commit
-
-    def spy(session, queue, row_id, delay_seconds=0):
-        if queue == queues.DELIVERIES and delay_seconds > 0:
-            put_back.add(row_id)
-        return real_enqueue(session, queue, row_id, delay_seconds)
-
-    monkeypatch.setattr(queues, "enqueue_after_commit", spy)
-    message_id = park_message(db, api, tenant, to)
-    wait_for(lambda: message_id in put_back, message="the stack's early wake-up")
-    monkeypatch.setattr(queues, "enqueue_after_commit", real_enqueue)
-    return message_id
-
-
-def make_due(message_id: int) -> None:
-    with all_tenants() as session:
-        session.execute(update(Message).where(Message.id == message_id)
-                        .values(next_attempt_at=clock.now()))
-
-
-def deliveries_of(message_id: int) -> list[Delivery]:
-    with all_tenants() as session:
-        return list(session.scalars(select(Delivery).where(Delivery.message_id == message_id)
-                                    .order_by(Delivery.id)))
 
 
 def test_early_wakeup_only_reenqueues(api, tenant, mx, db):
@@ -205,8 +155,6 @@ def test_duplicate_wakeups_and_racing_workers_send_once(api, tenant, mx, db):
     assert len(mx.received_for(to)) == 1
 
 
-class WorkerDied(BaseException):
-    pass
 
 
 def test_worker_dying_after_remote_acceptance_holds_instead_of_resending(

@@ -21,9 +21,9 @@ from chalicelib import clock, ops
 from chalicelib.db.models import DkimKey, InstallationKey
 from chalicelib.services.security import installation_keys, signing
 from chalicelib.services.messages import retention
-from tests.dns_helpers import check, dns_zone, domain_record, publish  # noqa: F401
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
-from tests.webhooks.helpers import create_webhook, emit, make_message
+from tests.dns_helpers import check, domain_record, publish
+from tests.support.sending import rcpt, sent_ok, wait_status
+from tests.support.webhooks import create_webhook, emit, make_message
 from tests.receivers import Receiver
 from tests.support import Api, all_tenants, make_tenant, wait_for
 

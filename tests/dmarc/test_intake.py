@@ -11,11 +11,13 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.dmarc import samples
-from tests.dns_helpers import dns_zone, fq  # noqa: F401  (dns_zone: a fixture)
-from tests.dmarc.test_parse import BILLION_LAUGHS, _attached, _zip
-from tests.observability.test_observability_e2e import logs, metrics  # noqa: F401  (fixture)
-from tests.smtp.support import plain_client
+from tests.dns_helpers import fq
+from tests.support.dmarc import BILLION_LAUGHS, attached, zipped
+from tests.support.observability import metrics
+from tests.support.smtp import plain_client
 from tests.support import Api, make_tenant
+from tests.support.dmarc import report_address, send
+from tests.support.dmarc import domain_record
 
 DAY = datetime.utcnow().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 
@@ -27,18 +29,10 @@ def _iso(value: datetime) -> str:
 WEEK = {"from": _iso(DAY - timedelta(days=3)), "to": _iso(DAY + timedelta(days=4))}
 
 
-def domain_record(api, tenant) -> dict:
-    return Api.data(api.get(tenant.server_path + f"/domains/{tenant.domain}"))["domain"]
 
 
-def report_address(api, tenant) -> str:
-    value = domain_record(api, tenant)["dns_records"]["dmarc"]["value"]
-    return value.split("rua=mailto:", 1)[1]
 
 
-def send(stack, to: str, raw: bytes, mail_from: str = "noreply-dmarc-support@google.com"):
-    with plain_client(stack.smtp_port) as client:
-        return client.sendmail(mail_from, [to], raw)
 
 
 def dmarc(api, tenant, what: str, **params) -> dict:
@@ -143,10 +137,10 @@ def test_bombs_and_strangers_reports_are_refused_logged_and_the_gateway_goes_on(
     monkeypatch.setenv("DMARC_REPORT_MAX_BYTES", "2MB")
     to = report_address(api, tenant)
     before = metrics(api)["email_service_dmarc_refused_total"]
-    bomb = _zip({"report.xml": samples.xml("google", tenant.domain, DAY)[:300] +
+    bomb = zipped({"report.xml": samples.xml("google", tenant.domain, DAY)[:300] +
                  b"\0" * (256 * 1024 * 1024)})
     cases = [
-        (_attached("zip", bomb), "inflates past 2097152 bytes"),
+        (attached("zip", bomb), "inflates past 2097152 bytes"),
         (samples.envelope("plain", to, tenant.domain, BILLION_LAUGHS,
                           report=samples.attachment("xml", "r", BILLION_LAUGHS)), "DTD"),
         (samples.mail("google", to, "someone-else.example.org", DAY),

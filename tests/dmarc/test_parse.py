@@ -5,16 +5,15 @@ external entities, is refused before expansion)."""
 from __future__ import annotations
 
 import gzip
-import io
-import zipfile
 from datetime import datetime
 
 import pytest
 
 from chalicelib.services.dmarc import parse
 from tests.dmarc import samples
+from tests.support.dmarc import BILLION_LAUGHS, attached, zipped
+from tests.support.dmarc import TO
 
-TO = "dmarc+0123@rp.mx.service.test"
 
 
 def read(raw: bytes) -> dict:
@@ -89,15 +88,6 @@ def test_plain_xml_in_the_dmarcbis_namespace_with_reasons_and_errors():
     assert row["auth_results"]["dkim"][0]["human_result"] == "body hash did not verify"
 
 
-BILLION_LAUGHS = b"""<?xml version="1.0"?>
-<!DOCTYPE feedback [
- <!ENTITY lol "lol">
- <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
- <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
- <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
- <!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
-]>
-<feedback><report_metadata><org_name>&lol9;</org_name></report_metadata></feedback>"""
 
 EXTERNAL_ENTITY = b"""<?xml version="1.0"?>
 <!DOCTYPE feedback [<!ENTITY x SYSTEM "file:///etc/passwd">]>
@@ -115,31 +105,19 @@ def test_external_entities_and_plain_dtds_are_refused():
     assert "DTD" in refused(with_xml(plain_dtd))
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
-def _attached(kind: str, payload: bytes) -> bytes:
-    from email.mime.application import MIMEApplication
-
-    part = MIMEApplication(payload, kind)
-    part.add_header("Content-Disposition", "attachment", filename=f"report.{kind}")
-    return samples.envelope("plain", TO, "example.com", b"", report=part)
 
 
 def test_zip_and_gzip_bombs_stop_at_the_limit(monkeypatch):
     monkeypatch.setenv("DMARC_REPORT_MAX_BYTES", "1MB")
     # 64 MB of zeros behind a valid report start: ~64 KB compressed
     bomb = samples.xml("google")[:200] + b"\0" * (64 * 1024 * 1024)
-    zipped = _zip({"report.xml": bomb})
-    assert len(zipped) < 200_000
-    assert "inflates past 1048576 bytes" in refused(_attached("zip", zipped))
+    archive = zipped({"report.xml": bomb})
+    assert len(archive) < 200_000
+    assert "inflates past 1048576 bytes" in refused(attached("zip", archive))
     gzipped = gzip.compress(bomb)
-    assert "inflates past 1048576 bytes" in refused(_attached("gzip", gzipped))
+    assert "inflates past 1048576 bytes" in refused(attached("gzip", gzipped))
     # a plain XML attachment past the limit is refused as well
     big = samples.xml("plain").replace(b"</feedback>", b"<!--" + b"x" * 1_100_000 + b"--></feedback>")
     assert "larger than 1048576 bytes" in refused(with_xml(big))
@@ -150,18 +128,18 @@ def test_zip_and_gzip_bombs_stop_at_the_limit(monkeypatch):
 
 def test_damaged_or_odd_archives_are_refused():
     good = samples.xml("google")
-    assert "truncated" in refused(_attached("gzip", gzip.compress(good)[:-40]))
-    assert "damaged" in refused(_attached("gzip", b"\x1f\x8b" + b"not gzip at all"))
-    assert "damaged" in refused(_attached("zip", b"PK\x03\x04" + b"\0" * 40))
-    many = _zip({f"r{i}.xml": good for i in range(parse.MAX_MEMBERS + 1)})
-    assert f"holds {parse.MAX_MEMBERS + 1} files" in refused(_attached("zip", many))
-    assert "no .xml file" in refused(_attached("zip", _zip({"a.txt": good, "b.txt": good})))
-    assert "does not hold XML" in refused(_attached("zip", _zip({"report.xml": b"\0\1\2"})))
-    encrypted = bytearray(_zip({"report.xml": good}))
+    assert "truncated" in refused(attached("gzip", gzip.compress(good)[:-40]))
+    assert "damaged" in refused(attached("gzip", b"\x1f\x8b" + b"not gzip at all"))
+    assert "damaged" in refused(attached("zip", b"PK\x03\x04" + b"\0" * 40))
+    many = zipped({f"r{i}.xml": good for i in range(parse.MAX_MEMBERS + 1)})
+    assert f"holds {parse.MAX_MEMBERS + 1} files" in refused(attached("zip", many))
+    assert "no .xml file" in refused(attached("zip", zipped({"a.txt": good, "b.txt": good})))
+    assert "does not hold XML" in refused(attached("zip", zipped({"report.xml": b"\0\1\2"})))
+    encrypted = bytearray(zipped({"report.xml": good}))
     for signature, flag_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
         at = encrypted.find(signature) + flag_at
         encrypted[at] |= 0x1
-    assert "encrypted" in refused(_attached("zip", bytes(encrypted)))
+    assert "encrypted" in refused(attached("zip", bytes(encrypted)))
 
 
 def test_mail_without_a_report_and_xml_that_is_not_one_are_refused():

@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib import clock
 from chalicelib.services.domains import checks
-from tests.dns_helpers import (by_kind, check, dns_zone, domain_record, fq, publish,  # noqa: F401
+from tests.dns_helpers import (by_kind, check, domain_record, fq, publish,
                                publish_return_path_spf, txt)
 from tests.support import Api, make_tenant
 
@@ -202,7 +202,7 @@ def test_dns_resolvers_setting_is_validated():
 
 
 def test_webhook_hosts_are_resolved_through_dns_resolvers(api, tenant, dns_zone):
-    from tests.webhooks.helpers import create_webhook, emit, make_message
+    from tests.support.webhooks import create_webhook, emit, make_message
     from tests.receivers import Receiver
 
     host = f"hooks.{tenant.domain}"

@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.dns_helpers import check, dns_zone, domain_record, fq, publish  # noqa: F401
-from tests.smtp.support import plain_client
-from tests.inbound.test_bounces import dsn
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
-from tests.tracking.helpers import html_and_text, tracking_urls
+from tests.dns_helpers import check, domain_record, fq, publish
+from tests.support.smtp import plain_client
+from tests.support.inbound import dsn
+from tests.support.sending import rcpt, sent_ok, wait_status
+from tests.support.tracking import html_and_text, tracking_urls
 from tests.support import Api, make_tenant, wait_for
 
 SERVER = "/api/v2/server"

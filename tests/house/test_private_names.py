@@ -15,14 +15,11 @@ PROJECT = ("chalicelib", "tests", "bench", "client", "app")
 SOURCES = [ROOT / "app.py", *(p for d in ("chalicelib", "tests", "bench", "client")
                               for p in (ROOT / d).rglob("*.py") if "node_modules" not in p.parts)]
 
-# (file, "module:name") found when the rule came in. Test helpers shared through test modules
-# move to tests/support with issue 36 item 4; the engine's tests reach the two functions
-# they measure.
+# (file, "module:name") found when the rule came in. The engine's tests reach the two
+# functions they measure.
 KNOWN = {
     ("tests/db/test_engine_pg8000.py", "chalicelib.db.engine:_create_engine"),
     ("tests/db/test_engine_pg8000.py", "chalicelib.db.engine:_flat_array"),
-    ("tests/dmarc/test_intake.py", "tests.dmarc.test_parse:_attached"),
-    ("tests/dmarc/test_intake.py", "tests.dmarc.test_parse:_zip"),
     # Tests and benchmarks that reach into a module's internals (a cache to clear, a helper
     # to measure, a constant): each wants a public name or a fixture.
     ("bench/bench_pipeline_lambda.py", "chalicelib.db.engine:_autocommit_engines"),

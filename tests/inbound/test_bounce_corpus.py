@@ -16,8 +16,8 @@ import json
 import pytest
 
 from bench import bounce_corpus
-from tests.inbound.test_bounces import message, sent  # noqa: F401 (fixture)
-from tests.smtp.support import plain_client
+from tests.support.sending import message
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 SERVER = "/api/v2/server"

@@ -3,55 +3,19 @@ path is matched to the message, stored as a bounce, marks the original bounced a
 its recipient; GET /bounces shows the parsed status code and diagnostic."""
 from __future__ import annotations
 
-import pytest
 
-from tests.smtp.support import plain_client
-from tests.mx import ScriptedMX
-from tests.support import Api, unique, wait_for
+from tests.support.smtp import plain_client
+from tests.support import Api
+from tests.support.inbound import dsn
+from tests.support.sending import message
 
 SERVER = "/api/v2/server"
 
 
-def dsn(return_path: str, original_rcpt: str, *, status="5.1.1", action="failed",
-        diagnostic="smtp; 550 5.1.1 <{rcpt}>: Recipient address rejected: User unknown") -> bytes:
-    diagnostic = diagnostic.format(rcpt=original_rcpt)
-    return (f"From: MAILER-DAEMON@mx.recipient.example\r\nTo: {return_path}\r\n"
-            "Subject: Undelivered Mail Returned to Sender\r\nMIME-Version: 1.0\r\n"
-            "Content-Type: multipart/report; report-type=delivery-status; boundary=\"RR\"\r\n"
-            "\r\n--RR\r\nContent-Type: text/plain\r\n\r\n"
-            "I'm sorry to have to inform you that your message could not be delivered.\r\n"
-            "\r\n--RR\r\nContent-Type: message/delivery-status\r\n\r\n"
-            "Reporting-MTA: dns; mx.recipient.example\r\n"
-            "Arrival-Date: Mon, 1 Jan 2024 10:00:00 +0000\r\n\r\n"
-            f"Final-Recipient: rfc822; {original_rcpt}\r\nOriginal-Recipient: rfc822;"
-            f" {original_rcpt}\r\nAction: {action}\r\nStatus: {status}\r\n"
-            "Remote-MTA: dns; mail.recipient.example\r\n"
-            f"Diagnostic-Code: {diagnostic}\r\n"
-            "\r\n--RR\r\nContent-Type: text/rfc822-headers\r\n\r\n"
-            f"From: app@sender.example\r\nTo: {original_rcpt}\r\nSubject: Hello\r\n"
-            "\r\n--RR--\r\n").encode()
 
 
-@pytest.fixture
-def sent(stack, api, tenant, monkeypatch):
-    """One message sent over HTTP and delivered to a loopback MX: (message record, MX copy)."""
-    mx = ScriptedMX().start()
-    monkeypatch.setenv("DELIVERY_RELAY", mx.relay)
-    to = f"{unique('gone')}@recipient.example"
-    result = Api.data(api.post(f"{SERVER}/messages", {
-        "from": f"app@{tenant.domain}", "to": [to], "subject": "Hello", "text_body": "Hi"},
-        server_key=tenant.api_key), 201)
-    [received] = wait_for(lambda: mx.received_for(to), 20, message="delivery")
-    mx.stop()
-    # A DSN follows a recorded delivery (the worker writes Sent right after the MX's 250).
-    wait_for(lambda: message(api, tenant, result["recipients"][0]["id"])["status"] == "Sent",
-             20, message="Sent recorded")
-    yield result["recipients"][0], received
 
 
-def message(api, tenant, message_id):
-    return Api.data(api.get(f"{SERVER}/messages/{message_id}",
-                            server_key=tenant.api_key))["message"]
 
 
 def test_hard_bounce_matched_stored_and_suppressed(stack, api, tenant, sent):

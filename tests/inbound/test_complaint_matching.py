@@ -10,9 +10,9 @@ from email import message_from_bytes, policy
 
 import pytest
 
-from tests.inbound.test_complaints import arf, bounces, delivered, suppression_of
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
-from tests.smtp.support import plain_client, starttls_client
+from tests.support.inbound import arf, bounces, delivered, suppression_of
+from tests.support.sending import rcpt, sent_ok, wait_status
+from tests.support.smtp import plain_client, starttls_client
 from tests.support import Api, unique, wait_for
 
 FBL = "fbl-reports@mx.service.test"

@@ -13,8 +13,8 @@ from chalicelib import clock
 from chalicelib.db.models import WebhookRequest, WebhookRequestLog
 from tests.inbound.postfix_dsn import postfix_dsn
 from tests.receivers import Receiver
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
-from tests.smtp.support import plain_client
+from tests.support.sending import message, rcpt, sent_ok, wait_status
+from tests.support.smtp import plain_client
 from tests.support import Api, all_tenants, wait_for
 
 SERVER = "/api/v2/server"
@@ -106,7 +106,7 @@ def test_each_kind_of_report_has_its_history_event(api, tenant):
     never a complaint) each write their own line in the original's history."""
     from chalicelib.db.models import Message, MessageEvent
     from chalicelib.services.inbound import return_path
-    from tests.reputation.helpers import messages, server_id
+    from tests.support.reputation import messages, server_id
 
     [message_id] = messages(server_id(api, tenant), 1)
     reports = [

@@ -7,7 +7,7 @@ import smtplib
 
 import pytest
 
-from tests.smtp.support import Receiver, make_route, plain_client, simple_mail
+from tests.support.smtp import Receiver, make_route, plain_client, simple_mail
 from tests.support import Api, unique, wait_for
 
 
@@ -258,7 +258,7 @@ def test_a_long_line_is_stored_intact_and_re_encoded_only_when_sent_on(stack, ap
 
     from aiosmtpd.controller import Controller
 
-    from tests.smtp.test_protocol import stored_raw
+    from tests.support.smtp import stored_raw
     from tests.support import free_port
 
     received = []

@@ -140,7 +140,7 @@ def test_dns_prints_zone_file_loadable_records(stack, tenant):
 
 
 def test_list_and_show_for_every_record_type(stack, api, tenant):
-    from tests.sending.test_sending import sent_ok
+    from tests.support.sending import sent_ok
 
     org, server = tenant.org, tenant.server
     sent = sent_ok(api, tenant, subject=unique("cli-list"))

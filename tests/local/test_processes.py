@@ -15,7 +15,7 @@ import pytest
 
 from tests.processes import Stack, alive, message_ids, running, send_batches, sent_events
 from tests.support import make_tenant, wait_for
-from tests.webhooks.helpers import create_webhook
+from tests.support.webhooks import create_webhook
 
 
 def _stops_every_child(stack: Stack) -> None:

@@ -11,7 +11,7 @@ import requests
 from chalicelib import clock
 from chalicelib.api.public.mail_frames import CONTENT_SECURITY_POLICY
 from chalicelib.services.mailframes import frames
-from tests.accounts.helpers import make_user
+from tests.support.accounts import make_user
 from tests.support import Api, all_tenants, make_tenant
 
 STYLED = "<style>.x{color:rgb(1,2,3)}</style><p class='x' style='font-weight:700'>Hi {{ name }}</p>"

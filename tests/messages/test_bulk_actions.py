@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from chalicelib import clock
 from tests.conftest import APP_DATABASE_URL, TEST_DATABASE_URL
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
-from tests.sending.test_modes import later, set_server
+from tests.support.sending import message, rcpt, sent_ok, wait_status
+from tests.support.sending import later, set_server
 from tests.support import Api, make_tenant, unique, wait_for
 
 SERVER = "/api/v2/server"

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import base64
 from datetime import timedelta
-from email import policy
-from email.message import EmailMessage
 
 from chalicelib import clock
-from tests.accounts.helpers import make_user
-from tests.smtp.support import starttls_client
-from tests.sending.test_modes import later, set_server
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.accounts import make_user
+from tests.support.sending import later, set_server
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, make_tenant, wait_for
+from tests.support.captured import PIXEL, rich, submit
 
 SERVER = "/api/v2/server"
-PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a png").decode()
 
 
 def inbox(api, tenant, **params) -> dict:
@@ -26,25 +23,8 @@ def inbox(api, tenant, **params) -> dict:
                             params={"per_page": 100, **params}))
 
 
-def rich(tenant, to: str, subject: str = "Your invoice") -> bytes:
-    """A mail as an application's mailer builds it: text and HTML alternatives, the HTML's
-    logo as a related part named by Content-ID, and a CSV attached."""
-    mail = EmailMessage()
-    mail["From"], mail["To"], mail["Subject"] = f"App <app@{tenant.domain}>", to, subject
-    mail.set_content("Invoice attached.")
-    mail.add_alternative('<p style="color:#c00">Invoice <img src="cid:logo"> '
-                         '<a href="https://shop.example.com/i/1">open</a></p>', subtype="html")
-    mail.get_payload()[1].add_related(base64.b64decode(PIXEL), maintype="image",
-                                      subtype="png", cid="<logo>")
-    mail.add_attachment(b"item,amount\nwidget,3\n", maintype="text", subtype="csv",
-                        filename="invoice.csv")
-    return mail.as_bytes(policy=policy.SMTP)
 
 
-def submit(stack, tenant, to: str, data: bytes) -> None:
-    with starttls_client(stack.smtp_port) as client:
-        client.login("any", tenant.smtp_key)
-        client.sendmail(f"app@{tenant.domain}", [to], data)
 
 
 def only_message(api, tenant, to: str) -> dict:

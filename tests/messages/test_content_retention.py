@@ -11,8 +11,8 @@ from chalicelib import clock
 from chalicelib.db.models import MessageRaw, Submission
 from chalicelib.services import content
 from chalicelib.workers import retention
-from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rfc3339
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, all_tenants
 
 SERVER = "/api/v2/server"

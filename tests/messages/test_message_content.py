@@ -6,8 +6,8 @@ import base64
 from datetime import timedelta
 
 from chalicelib import clock
-from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rfc3339
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api
 
 SERVER = "/api/v2/server"

@@ -5,7 +5,7 @@ message ever has)."""
 from __future__ import annotations
 
 from chalicelib import statuses
-from tests.smtp.support import make_route, plain_client, simple_mail
+from tests.support.smtp import make_route, plain_client, simple_mail
 from tests.support import Api
 
 MESSAGES = "/api/v2/server/messages"

@@ -11,40 +11,17 @@ import pytest
 import requests
 
 from chalicelib import observability
-from tests.accounts.helpers import make_user, try_login
-from tests.webhooks.helpers import create_webhook
+from tests.support.accounts import make_user, try_login
+from tests.support.webhooks import create_webhook
 from tests.receivers import Receiver
 from tests.support import Api, unique, wait_for
+from tests.support.observability import metrics
 
 SERVER = "/api/v2/server"
 
 
-class Lines:
-    def __init__(self, buffer: io.StringIO):
-        self.buffer = buffer
-
-    def text(self) -> str:
-        return self.buffer.getvalue()
-
-    def records(self) -> list[dict]:
-        return [json.loads(line) for line in self.text().splitlines() if line.startswith("{")]
-
-    def find(self, event: str, **fields) -> list[dict]:
-        return [r for r in self.records() if r.get("event") == event
-                and all(r.get(k) == v for k, v in fields.items())]
-
-    def wait(self, event: str, **fields) -> dict:
-        return wait_for(lambda: (found := self.find(event, **fields)) and found[-1], 20,
-                        message=f"a {event} line with {fields}")
 
 
-@pytest.fixture
-def logs(monkeypatch):
-    monkeypatch.setenv("LOG_FORMAT", "json")
-    buffer = io.StringIO()
-    restore = observability.capture(buffer)
-    yield Lines(buffer)
-    restore()
 
 
 def send(api, tenant, to: str) -> dict:
@@ -148,16 +125,6 @@ def test_text_format_is_one_readable_line(api, tenant, mx, monkeypatch):
     assert not line.startswith("{")
 
 
-def metrics(api) -> dict[str, float]:
-    response = requests.get(api.base_url + "/metrics", timeout=10)
-    assert response.status_code == 200
-    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    values = {}
-    for line in response.text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-    return values
 
 
 def test_metrics_count_what_happened(api, tenant, mx):
@@ -187,7 +154,7 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
     from chalicelib import clock
     from tests.support import all_tenants
     from chalicelib.db.models import WebhookRequest
-    from tests.webhooks.helpers import server_id
+    from tests.support.webhooks import server_id
 
     with Receiver([200]) as rx:
         hook = create_webhook(api, tenant, rx.url)
@@ -238,7 +205,7 @@ def test_metrics_endpoint_is_off_with_emf_and_emf_lines_are_written(api, monkeyp
 def test_smtp_submissions_auth_failures_and_sessions(stack, api, tenant, mx, logs):
     import smtplib
 
-    from tests.smtp.support import simple_mail, starttls_client
+    from tests.support.smtp import simple_mail, starttls_client
 
     before = metrics(api)["email_service_smtp_sessions_total"]
     with starttls_client(stack.smtp_port) as client:

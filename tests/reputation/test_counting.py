@@ -6,10 +6,10 @@ DATA are not bounces of the address. ``sent`` is the outcomes the workers counte
 from __future__ import annotations
 
 from tests.inbound.postfix_dsn import postfix_dsn
-from tests.inbound.test_complaints import arf, delivered
-from tests.reputation.helpers import reputation
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
-from tests.smtp.support import plain_client
+from tests.support.inbound import arf, delivered
+from tests.support.reputation import reputation
+from tests.support.sending import rcpt, sent_ok, wait_status
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 

@@ -16,9 +16,8 @@ from chalicelib import clock, observability
 from chalicelib.db import counters
 from chalicelib.db.models import AuthEvent, StatCounter
 from chalicelib.services.reputation import guard
-from tests.accounts.helpers import events, make_user
-from tests.observability.test_observability_e2e import logs  # noqa: F401  (fixture)
-from tests.reputation.helpers import (count, messages, outcomes, reputation, server,
+from tests.support.accounts import events, make_user
+from tests.support.reputation import (count, messages, outcomes, reputation, server,
                                       server_id)
 from tests.support import Api, all_tenants, wait_for
 

@@ -8,13 +8,11 @@ from __future__ import annotations
 import pytest
 
 from chalicelib import observability
-from tests.accounts.helpers import make_user
-from tests.delivery.test_egress import assign, mx_zone, pool, to  # noqa: F401  (fixture)
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
+from tests.support.accounts import make_user
+from tests.support.egress import assign, pool, to
 from tests.inbound.postfix_dsn import postfix_dsn
-from tests.observability.test_observability_e2e import logs  # noqa: F401  (fixture)
-from tests.sending.test_sending import sent_ok, wait_status
-from tests.smtp.support import plain_client
+from tests.support.sending import sent_ok, wait_status
+from tests.support.smtp import plain_client
 from tests.support import Api
 
 ADMIN = "/api/v2/admin"

@@ -12,7 +12,7 @@ import requests
 
 from chalicelib import clock
 from tests.conftest import TEST_DATABASE_URL
-from tests.sending.test_sending import rcpt
+from tests.support.sending import rcpt
 from tests.support import Api, unique
 
 SERVER = "/api/v2/server"

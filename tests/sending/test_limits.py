@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from chalicelib import clock
-from tests.smtp.support import simple_mail, starttls_client
-from tests.sending.test_sending import message, rcpt, send, sent_ok
+from tests.support.smtp import simple_mail, starttls_client
+from tests.support.sending import message, rcpt, send, sent_ok
 from tests.support import Api
 
 SERVER = "/api/v2/server"

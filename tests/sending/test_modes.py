@@ -2,20 +2,19 @@
 HTTP and SMTP on the running stack, delivered (or not) to a real loopback MX."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
 from chalicelib import clock
-from tests.smtp.support import simple_mail, starttls_client
-from tests.sending.test_sending import message, rcpt, send, sent_ok, wait_status
+from tests.support.smtp import simple_mail, starttls_client
+from tests.support.sending import message, rcpt, send, sent_ok, wait_status
 from tests.support import Api, wait_for
+from tests.support.sending import later, rfc3339, set_server
 
 SERVER = "/api/v2/server"
 
 
-def set_server(api, tenant, **changes) -> dict:
-    return Api.data(api.patch(tenant.server_path, changes))["server"]
 
 
 def listed(api, tenant, **params) -> list[dict]:
@@ -23,12 +22,8 @@ def listed(api, tenant, **params) -> list[dict]:
                             params={"per_page": 100, **params}))["messages"]
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.replace(tzinfo=timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def later(**delta) -> str:
-    return rfc3339(clock.now() + timedelta(**delta))
 
 
 # --- development mode -------------------------------------------------------------------

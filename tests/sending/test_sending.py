@@ -4,51 +4,11 @@ from __future__ import annotations
 
 import base64
 
-import dkim
 import pytest
 
 from tests.mx import ScriptedMX
-from tests.support import Api, make_tenant, unique, wait_for
-
-SERVER = "/api/v2/server"
-
-
-def rcpt(name: str = "r") -> str:
-    return f"{unique(name)}@recipient.example"
-
-
-def send(api, tenant, **fields):
-    body = {"from": f"Sender <app@{tenant.domain}>", "to": [rcpt()], "subject": "Hello",
-            "text_body": "Hi there", **fields}
-    return api.post(f"{SERVER}/messages", body, server_key=tenant.api_key)
-
-
-def sent_ok(api, tenant, **fields) -> dict:
-    return Api.data(send(api, tenant, **fields), 201)
-
-
-def message(api, tenant, message_id: int) -> dict:
-    return Api.data(api.get(f"{SERVER}/messages/{message_id}", server_key=tenant.api_key))["message"]
-
-
-def wait_status(api, tenant, message_id: int, status: str, timeout: float = 20) -> dict:
-    return wait_for(lambda: (m := message(api, tenant, message_id))["status"] == status and m,
-                    timeout, message=f"message {message_id} to be {status}")
-
-
-def dns_txt(api, tenant) -> dict:
-    domain = Api.data(api.get(f"{tenant.server_path}/domains/{tenant.domain}"))["domain"]
-    record = domain["dns_records"]["dkim"]
-    return {record["name"]: record["value"]}
-
-
-def verify_dkim(data: bytes, records: dict) -> bool:
-    def dnsfunc(name, timeout=5):
-        name = name.decode() if isinstance(name, bytes) else name
-        value = records.get(name.rstrip("."))
-        return value.encode() if value else None
-
-    return bool(dkim.verify(data, dnsfunc=dnsfunc))
+from tests.support import Api, make_tenant, unique
+from tests.support.sending import SERVER, dns_txt, message, rcpt, send, sent_ok, verify_dkim, wait_status
 
 
 def test_accepted_signed_and_recorded(api, tenant, mx):

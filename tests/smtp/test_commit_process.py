@@ -15,7 +15,7 @@ import pytest
 
 from chalicelib import observability, queues
 from chalicelib.db.models import Message
-from tests.smtp.support import starttls_client
+from tests.support.smtp import starttls_client
 from tests.support import all_tenants, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

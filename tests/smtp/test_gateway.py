@@ -9,7 +9,7 @@ import ssl
 import pytest
 
 from chalicelib.db import session_scope
-from tests.smtp.support import (RawSession, b64, client_context, make_route, open_data,
+from tests.support.smtp import (RawSession, b64, client_context, make_route, open_data,
                                 plain_client, simple_mail, starttls_client, tls_client)
 from tests.support import Api
 

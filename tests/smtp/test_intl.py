@@ -11,9 +11,9 @@ from email.message import EmailMessage
 import pytest
 
 from chalicelib.services import mime
-from tests.smtp.support import (RawSession, b64, make_route, refused_submission,
+from tests.support.smtp import (RawSession, b64, make_route, refused_submission,
                                 starttls_client)
-from tests.smtp.test_protocol import inbound, stored_raw
+from tests.support.smtp import inbound, stored_raw
 from tests.support import Api, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
@@ -34,7 +34,7 @@ def utf8_parse(raw: bytes):
 
 def authenticated_raw(stack, tenant) -> RawSession:
     """A raw session after STARTTLS and AUTH (for the commands smtplib will not send)."""
-    from tests.smtp.support import client_context
+    from tests.support.smtp import client_context
 
     session = RawSession(stack.smtp_port)
     session.command("EHLO intl.test")
@@ -201,7 +201,7 @@ def test_an_internationalized_message_keeps_its_utf8_fields_through_tracking_and
         api, tenant, monkeypatch):
     """What delivery prepares from the stored message (open/click tracking rewrites the
     HTML part, DKIM signs) keeps the RFC 6532 fields as they were stored."""
-    from tests.sending.test_sending import dns_txt, verify_dkim, wait_status
+    from tests.support.sending import dns_txt, verify_dkim, wait_status
 
     monkeypatch.setenv("DELIVERY_RELAY", "capture")
     local = unique("zoë")

@@ -11,9 +11,8 @@ import pytest
 from chalicelib.services.delivery import smtp
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.smtp.relay import OutboundRelay
-from tests.delivery.test_egress import assign, mx_zone, pool, to  # noqa: F401  (fixture)
-from tests.dns_helpers import dns_zone  # noqa: F401  (fixture)
-from tests.sending.test_sending import message, sent_ok, wait_status
+from tests.support.egress import assign, pool, to
+from tests.support.sending import message, sent_ok, wait_status
 from tests.support import free_port, make_tenant
 
 
@@ -106,8 +105,8 @@ def test_the_relay_sends_8bit_mail_7bit_and_signed_to_an_mx_without_8bitmime(
     worker's hop to the relay keeps the bytes it stored)."""
     from email import message_from_bytes, policy
 
-    from tests.delivery.test_declarations import BODY, submit_8bit
-    from tests.sending.test_sending import dns_txt, verify_dkim
+    from tests.support.delivery import BODY, submit_8bit
+    from tests.support.sending import dns_txt, verify_dkim
     from tests.support import wait_for
 
     tenant, _ = relayed

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.smtp.support import make_route, plain_client, simple_mail, tls_client
+from tests.support.smtp import make_route, plain_client, simple_mail, tls_client
 from tests.support import Api, free_port, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

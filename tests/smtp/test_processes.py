@@ -10,7 +10,7 @@ import pytest
 from chalicelib import errors
 from chalicelib.smtp.commit import GroupCommitter, GroupUnit
 from chalicelib.smtp.gateway import Gateway
-from tests.smtp.support import simple_mail, starttls_client
+from tests.support.smtp import simple_mail, starttls_client
 from tests.support import free_port
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

@@ -9,9 +9,10 @@ import socket
 
 import pytest
 
-from tests.smtp.support import (RawSession, b64, make_route, open_data, plain_client,
+from tests.support.smtp import (RawSession, b64, make_route, open_data, plain_client,
                                 starttls_client)
-from tests.support import Api, all_tenants, unique, wait_for
+from tests.support import unique, wait_for
+from tests.support.smtp import inbound, stored_raw
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
 
@@ -23,18 +24,8 @@ def coded(reply: str) -> bool:
     return bool(CODED.match(reply)) and reply[0] == reply[4]
 
 
-def inbound(api, tenant, **params) -> list[dict]:
-    return Api.data(api.get(f"{SERVER}/inbound", server_key=tenant.api_key,
-                            params=params))["messages"]
 
 
-def stored_raw(message_id: int) -> bytes:
-    from chalicelib.db.models import Message
-    from chalicelib.services import content
-
-    with all_tenants() as db:
-        message = db.get(Message, message_id)
-        return content.source_bytes(db, message.submission_id)
 
 
 def test_ehlo_offers_pipelining_and_enhanced_status_codes(stack):

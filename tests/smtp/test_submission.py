@@ -7,9 +7,9 @@ from email.utils import formatdate
 
 import pytest
 
-from tests.smtp.support import starttls_client
-from tests.sending.test_sending import dns_txt, verify_dkim
-from tests.tracking.helpers import html_and_text, tracking_urls
+from tests.support.smtp import starttls_client
+from tests.support.sending import dns_txt, verify_dkim
+from tests.support.tracking import html_and_text, tracking_urls
 from tests.support import Api, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")

@@ -12,9 +12,9 @@ import pytest
 
 from chalicelib.config import get_settings
 
-from tests.smtp.support import refused_submission, starttls_client
-from tests.smtp.test_protocol import stored_raw
-from tests.sending.test_sending import dns_txt, verify_dkim
+from tests.support.smtp import refused_submission, starttls_client
+from tests.support.smtp import stored_raw
+from tests.support.sending import dns_txt, verify_dkim
 from tests.support import Api, unique, wait_for
 
 pytestmark = pytest.mark.usefixtures("clear_smtp_auth_failures")
@@ -117,8 +117,8 @@ def test_a_submission_gets_a_received_field_without_the_client_address(stack, ap
 
 
 def test_inbound_mail_keeps_the_client_address_in_its_received_field(stack, api, tenant):
-    from tests.smtp.support import make_route, plain_client
-    from tests.smtp.test_protocol import inbound, stored_raw
+    from tests.support.smtp import make_route, plain_client
+    from tests.support.smtp import inbound, stored_raw
 
     make_route(api, tenant, "traced", mode="accept")
     with plain_client(stack.smtp_port) as client:

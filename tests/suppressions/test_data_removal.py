@@ -13,9 +13,9 @@ from chalicelib.db.models import Message, MessageEvent, Submission, Suppression
 from chalicelib.services import content
 from chalicelib.services.privacy.removal import REMOVED
 from chalicelib.services.suppressions import entries
-from tests.accounts.helpers import ADMIN, events, make_user
-from tests.sending.test_modes import rfc3339
-from tests.sending.test_sending import message, rcpt, sent_ok, wait_status
+from tests.support.accounts import ADMIN, events, make_user
+from tests.support.sending import rfc3339
+from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import Api, all_tenants, make_tenant
 
 SERVER = "/api/v2/server"
@@ -130,7 +130,7 @@ def test_scopes_and_who_may_remove(api, mx):
 
 
 def test_mail_from_the_address_that_arrived_is_removed_too(stack, api, tenant):
-    from tests.smtp.support import make_route, plain_client, simple_mail
+    from tests.support.smtp import make_route, plain_client, simple_mail
     from tests.support import unique
 
     make_route(api, tenant, "held", mode="hold", endpoint=None)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from chalicelib import clock
 
-from tests.sending.test_sending import rcpt, sent_ok, wait_status
+from tests.support.sending import rcpt, sent_ok, wait_status
 from tests.support import Api, unique
 
 SERVER = "/api/v2/server"

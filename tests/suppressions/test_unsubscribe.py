@@ -10,8 +10,8 @@ from email import policy
 
 import dkim.util
 
-from tests.smtp.support import plain_client
-from tests.sending.test_sending import dns_txt, message, rcpt, sent_ok, verify_dkim, wait_status
+from tests.support.smtp import plain_client
+from tests.support.sending import dns_txt, message, rcpt, sent_ok, verify_dkim, wait_status
 from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"

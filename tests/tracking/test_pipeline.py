@@ -9,8 +9,8 @@ import pytest
 import requests
 
 from chalicelib import clock
-from tests.sending.test_sending import dns_txt, verify_dkim
-from tests.tracking.helpers import html_and_text, tracking_urls
+from tests.support.sending import dns_txt, verify_dkim
+from tests.support.tracking import html_and_text, tracking_urls
 from tests.support import Api, unique, wait_for
 
 SERVER = "/api/v2/server"

@@ -9,7 +9,7 @@ import requests
 
 from chalicelib.db.models import ClickEvent, MessageEvent, OpenEvent, Stream, TrackedLink
 from chalicelib.services.tracking import engagement
-from tests.tracking.helpers import (HTML_MESSAGE, default_stream_id, html_and_text,
+from tests.support.tracking import (HTML_MESSAGE, default_stream_id, html_and_text,
                                         make_message, server_id, tracking_urls)
 from tests.support import Api, all_tenants
 

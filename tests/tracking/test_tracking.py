@@ -12,7 +12,7 @@ import requests
 from chalicelib import clock
 from chalicelib.db.models import TrackedLink
 from chalicelib.services.tracking import engagement
-from tests.tracking.helpers import (HTML_MESSAGE, html_and_text, make_message, server_id,
+from tests.support.tracking import (HTML_MESSAGE, html_and_text, make_message, server_id,
                                         tracking_urls)
 from tests.support import Api, all_tenants, make_tenant
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib import queues
 from chalicelib.services.webhooks import batch as webhook_batch
 from chalicelib.services.webhooks import deliver as single
 from tests.conftest import TEST_DATABASE_URL
-from tests.webhooks.helpers import create_webhook, emit, log_rows, make_message, queue_rows
+from tests.support.webhooks import create_webhook, log_rows, queue_rows
 from tests.receivers import Receiver
+from tests.support.webhooks import emit_events
 
 postgres_only = pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
                                    reason="the batch's single transaction is PostgreSQL's")
@@ -20,9 +20,6 @@ class WorkerDied(BaseException):
     pass
 
 
-class _Dropped:
-    def send(self, queue, body, delay_seconds=0):
-        pass
 
 
 @pytest.fixture
@@ -30,17 +27,6 @@ def private_targets(monkeypatch):
     monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "true")
 
 
-def emit_events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
-    """Emit ``plan`` ((message index, event) in order) with the stack's wake-ups dropped, so
-    only the test's batch delivers; returns the queue row ids in emission order."""
-    messages: dict[int, int] = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(queues, "_port", _Dropped())
-        for index, event in plan:
-            if index not in messages:
-                messages[index] = make_message(tenant)
-            emit(messages[index], event)
-    return sorted(row.id for row in queue_rows(hook_id))
 
 
 def test_a_batch_delivers_every_row_once_in_order(api, tenant, private_targets):

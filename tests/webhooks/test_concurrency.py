@@ -17,8 +17,8 @@ from chalicelib import observability
 from chalicelib.services.webhooks import batch as webhook_batch
 from chalicelib.services.webhooks import deliver as single
 from tests.receivers import Receiver, Reply
-from tests.webhooks.helpers import create_webhook, log_rows, queue_rows
-from tests.webhooks.test_batch import emit_events
+from tests.support.webhooks import create_webhook, log_rows, queue_rows
+from tests.support.webhooks import emit_events
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webhooks.helpers import create_webhook, log_rows, openssl_verifies, queue_rows
+from tests.support.webhooks import create_webhook, log_rows, openssl_verifies, queue_rows
 from tests.mx import ScriptedMX
 from tests.receivers import Receiver
 from tests.support import Api, unique, wait_for
@@ -103,7 +103,7 @@ def test_an_attempt_consumes_the_sweepers_wakeup(api, tenant):
     from tests.support import all_tenants
     from chalicelib.db.models import WebhookRequest
     from chalicelib.services.webhooks import deliver
-    from tests.webhooks.helpers import emit, make_message
+    from tests.support.webhooks import emit, make_message
 
     with Receiver([500, 500, 500]) as failing:
         hook = create_webhook(api, tenant, failing.url)

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from chalicelib.db.models import Webhook, WebhookRequest
 from chalicelib.services.webhooks import deliver
-from tests.webhooks.helpers import (create_webhook, emit, log_rows, make_message,
+from tests.support.webhooks import (create_webhook, emit, log_rows, make_message,
                                        openssl_verifies, queue_rows)
 from tests.receivers import Receiver, Reply
 from tests.support import Api, all_tenants, wait_for

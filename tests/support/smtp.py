@@ -1,5 +1,6 @@
 """Helpers of the SMTP gateway tests: a scriptable loopback HTTP receiver, SMTP client
-shortcuts, and routes set up through the management API."""
+shortcuts, routes set up through the management API, and what the gateway stored (inbound,
+stored_raw)."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +11,8 @@ import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.support import Api
+from tests.support import Api, all_tenants
+from tests.support.sending import SERVER
 
 
 class Receiver:
@@ -145,3 +147,17 @@ class RawSession:
 
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def inbound(api, tenant, **params) -> list[dict]:
+    return Api.data(api.get(f"{SERVER}/inbound", server_key=tenant.api_key,
+                            params=params))["messages"]
+
+
+def stored_raw(message_id: int) -> bytes:
+    from chalicelib.db.models import Message
+    from chalicelib.services import content
+
+    with all_tenants() as db:
+        message = db.get(Message, message_id)
+        return content.source_bytes(db, message.submission_id)

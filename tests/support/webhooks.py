@@ -1,5 +1,6 @@
 """Helpers of the webhook tests: register webhooks over HTTP, make messages and emit events
-directly (as the sending pipeline does), read queue and log rows, verify with openssl."""
+directly (as the sending pipeline does; emit_events with the stack's wake-ups dropped), read
+queue and log rows, verify with openssl."""
 from __future__ import annotations
 
 import base64
@@ -8,13 +9,16 @@ import subprocess
 import tempfile
 import uuid
 
+import pytest
 from sqlalchemy import select
 
+from chalicelib import queues
 from chalicelib.db.models import (Message, Organization, Server, WebhookRequest,
                                   WebhookRequestLog)
 from chalicelib.services.messages import events
 from chalicelib.services.security import keys, signing
 from tests.support import Api, all_tenants
+from tests.support.delivery import DroppedQueue
 
 
 def create_webhook(api: Api, tenant, url: str, **fields) -> dict:
@@ -71,3 +75,16 @@ def openssl_verifies(body: bytes, signature_b64: str) -> bool:
                                  "-signature", paths["sig.bin"], paths["body.bin"]],
                                 capture_output=True, text=True)
     return result.returncode == 0 and "Verified OK" in result.stdout
+
+
+def emit_events(tenant, hook_id: int, plan: list[tuple[int, str]]) -> list[int]:
+    """Emit ``plan`` ((message index, event) in order) with the stack's wake-ups dropped, so
+    only the test's batch delivers; returns the queue row ids in emission order."""
+    messages: dict[int, int] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(queues, "_port", DroppedQueue())
+        for index, event in plan:
+            if index not in messages:
+                messages[index] = make_message(tenant)
+            emit(messages[index], event)
+    return sorted(row.id for row in queue_rows(hook_id))
