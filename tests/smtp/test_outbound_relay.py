@@ -8,7 +8,7 @@ import smtplib
 
 import pytest
 
-from chalicelib.services.delivery import smtp
+from chalicelib.services.delivery import client as smtp_client
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.smtp.relay import OutboundRelay
 from tests.delivery.test_egress import assign, mx_zone, pool, to  # noqa: F401  (fixture)
@@ -28,7 +28,7 @@ def relayed(api, mx_zone, monkeypatch):  # noqa: F811
     assign(api, tenant, chosen["id"])
     yield tenant, relay
     relay.stop()
-    smtp.close_cached()
+    smtp_client.close_cached()
 
 
 def send(api, tenant, address, status):

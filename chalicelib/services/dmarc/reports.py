@@ -68,7 +68,7 @@ def own_networks(db: Session) -> list[tuple[ipaddress.IPv4Network | ipaddress.IP
                 networks.append((ipaddress.ip_network(value), f"IP pool {pool}"))
     relay = get_settings().delivery_relay.strip()
     if relay and relay.lower() not in ("mx", "capture"):
-        from chalicelib.services.delivery.smtp import parse_relay
+        from chalicelib.services.delivery.client import parse_relay
 
         host = parse_relay(relay)[0]
         networks += [(ipaddress.ip_network(a), f"relay {host}") for a in _relay_addresses(host)]
