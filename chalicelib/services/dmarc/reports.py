@@ -26,8 +26,8 @@ from chalicelib.config import get_settings
 from chalicelib.db.models import DmarcRecord, DmarcReport, Domain, IPAddress, IPPool
 from chalicelib.services.dmarc import addresses
 from chalicelib.services.tracking.stats import resolve_range  # noqa: F401  (the same default range)
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import management as shape
 
 MAX_DAYS = 1000
 RESULTS = ("pass", "fail")
