@@ -1,5 +1,5 @@
 """Round trips a message costs on a reused SMTP session, with and without PIPELINING
-(issue 33 item 2): the delivery client (``services/delivery/smtp.py``) sends 10 messages to a
+(issue 33 item 2): the delivery client (``services/delivery/client.py``) sends 10 messages to a
 loopback MX (aiosmtpd, tests/mx.py) behind a proxy that delays every chunk by half the round
 trip, over one session opened beforehand. Prints the wall time a message and the round trips
 it makes. The whole service at latency (workers, batches, many destinations, the 100-session
@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("DELIVERY_SESSION_IDLE_SECONDS", "0")
 
-from chalicelib.services.delivery import smtp  # noqa: E402
+from chalicelib.services.delivery import client as smtp_client  # noqa: E402
 from tests.mx import ScriptedMX  # noqa: E402
 
 DATA = b"From: a@example.com\r\nSubject: x\r\n\r\n" + b"hello\r\n" * 100
@@ -67,16 +67,16 @@ def main() -> None:
         mx = ScriptedMX(pipelining=pipelining).start()
         proxy = DelayProxy(mx.port, rtt / 2)
         hosts = [("127.0.0.1", proxy.port)]
-        smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="warm@example.org", data=DATA)
+        smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to="warm@example.org", data=DATA)
         started = time.perf_counter()
         for n in range(args.messages):
-            outcome = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
+            outcome = smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
                                 data=DATA)
-            assert outcome.status == smtp.SENT, outcome.details
+            assert outcome.status == smtp_client.SENT, outcome.details
         each = (time.perf_counter() - started) / args.messages
         print(f"PIPELINING {'offered' if pipelining else 'not offered'}: {each * 1000:.0f} ms "
               f"a message, {each / rtt:.1f} round trips")
-        smtp.close_cached()
+        smtp_client.close_cached()
         proxy.listener.close()
         mx.stop()
 

@@ -147,7 +147,7 @@ def capture(tenant, server_id: int, body: dict, headers: dict) -> tuple[list, li
     delivery (the worker's claim, marker and outcome)."""
     from chalicelib.api import auth
     from chalicelib.api.principal import SERVER
-    from chalicelib.api.schemas.messages import SendRequest
+    from chalicelib.api.request_bodies.messages import SendRequest
     from chalicelib.db import session_scope
     from chalicelib.db.engine import autocommit_engine, get_engine
     from chalicelib.services.delivery import process

@@ -1,7 +1,7 @@
 """Every status a message row and a delivery attempt can have, by name. Messages are the
 spec's (outgoing and incoming scopes); inbound mail handed to a route's endpoint has its own
 handover statuses; the console's status filters are written from these lists
-(chalicelib/console_rules.py). Nothing here imports anything: the database layer reads it too.
+(chalicelib/console/rules.py). Nothing here imports anything: the database layer reads it too.
 """
 
 # --- outgoing messages ---------------------------------------------------------------------

@@ -113,7 +113,7 @@ def build(out_dir: str, values: dict[str, str] | None = None,
     shutil.copy2(os.path.join(ROOT, "app.py"), out_dir)
     shutil.copytree(os.path.join(ROOT, "chalicelib"), os.path.join(out_dir, "chalicelib"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    # The web console rides in the same Lambda (same origin as the API; chalicelib/console.py
+    # The web console rides in the same Lambda (same origin as the API; chalicelib/console/files.py
     # looks for it here). The QR-code module comes from `make install` (npm ci).
     shutil.copytree(os.path.join(ROOT, "console"), os.path.join(out_dir, "chalicelib", "console_files"),
                     ignore=shutil.ignore_patterns("node_modules", "package.json",

@@ -3,7 +3,7 @@ routing: deep links and reloads work), ``/assets/...`` the files. Everything und
 stays JSON. These routes exist on API Gateway too, so a deployed stage serves the console
 from the same Lambda as the API; the local server also answers index.html for any other GET
 that asks for HTML (chalicelib/local/http_server.py). One asset is written by the service
-itself rather than read from console/: ``/assets/generated/rules.js`` (chalicelib/console_rules.py).
+itself rather than read from console/: ``/assets/generated/rules.js`` (chalicelib/console/rules.py).
 Both servers answer it through these routes."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 from chalice import Blueprint, Response
 
-from chalicelib import console, console_rules
+from chalicelib.console import files as console, rules as console_rules
 from chalicelib.api.framework import failure
 
 bp = Blueprint(__name__)

@@ -288,7 +288,7 @@ class EndpointInfo:
     name: str
     query: tuple[query.QueryParam, ...] = ()
     array_field: str | None = None
-    response: type | None = None  # the shape of ``data`` (a chalicelib/shapes TypedDict)
+    response: type | None = None  # the shape of ``data`` (a chalicelib/response_shapes TypedDict)
     idempotent: bool = False
 
 
@@ -307,7 +307,7 @@ def endpoint(bp: Blueprint, path: str, method: str = "GET", *, auth: str,
     (or a chalice Response when ``raw`` is true, for the few routes outside the envelope).
     ``query``: the query parameters it reads (api/query.py). ``array_field``: the body may
     also be a bare JSON array, read as ``{array_field: [...]}``. ``response``: the shape of
-    the ``data`` it answers with (chalicelib/shapes; the OpenAPI document describes it).
+    the ``data`` it answers with (chalicelib/response_shapes; the OpenAPI document describes it).
     ``idempotent``: the route honours an ``Idempotency-Key`` header
     (services/sending/idempotency.py; server routes only)."""
     query_params = tuple(query)

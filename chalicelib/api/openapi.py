@@ -215,7 +215,7 @@ def _operation_ids(table: list[tuple[str, framework.EndpointInfo]]) -> dict[int,
 def _model_schemas(bodies: list[type], answers: list[type]) \
         -> tuple[dict[type, dict], dict[type, dict], dict[str, Any]]:
     """$refs of the request bodies (pydantic models, as validated) and of the answers' data
-    (chalicelib/shapes TypedDicts, as serialised), and the component schemas they point to."""
+    (chalicelib/response_shapes TypedDicts, as serialised), and the component schemas they point to."""
     from pydantic import TypeAdapter
     from pydantic.json_schema import models_json_schema
 

@@ -10,7 +10,7 @@ from chalice.config import Config
 from chalice.local import (ChaliceRequestHandler, CustomLocalChalice, ForbiddenError, LocalChalice,
                           LocalDevServer, ThreadedHTTPServer)
 
-from chalicelib import console
+from chalicelib.console import files as console
 from chalicelib.config import get_settings
 
 

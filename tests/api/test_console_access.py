@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import requests
 
-from chalicelib import console, console_rules
+from chalicelib.console import files as console, rules as console_rules
 from tests.support import Api, make_tenant, unique
 
 PASSWORD = "a long enough password"
@@ -96,7 +96,7 @@ def test_console_files_and_history_routing(stack):
 
 
 def test_the_rules_module_is_served_on_the_local_stack(stack):
-    # Written by the service (chalicelib/console_rules.py), not a file: the local server answers
+    # Written by the service (chalicelib/console/rules.py), not a file: the local server answers
     # it through the same console route as Lambda, with the console's headers.
     answer = requests.get(stack.base_url + "/assets/generated/rules.js", timeout=30)
     assert answer.status_code == 200

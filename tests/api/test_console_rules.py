@@ -1,4 +1,4 @@
-"""The console's rules module (/assets/generated/rules.js, chalicelib/console_rules.py) says
+"""The console's rules module (/assets/generated/rules.js, chalicelib/console/rules.py) says
 what the service enforces: the permission matrix of services/accounts/permissions.py and the status
 vocabularies the API documents. And the console's own modules use it, without import circles."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from chalicelib import console, console_rules
+from chalicelib.console import files as console, rules as console_rules
 from chalicelib.services.accounts import permissions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

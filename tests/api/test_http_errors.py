@@ -105,7 +105,7 @@ def test_handler_crash_is_an_enveloped_500_without_a_trace(api, monkeypatch):
 
 def test_failed_request_writes_nothing(api, tenant, monkeypatch):
     """A failure after a write inside the handler rolls the whole request back."""
-    from chalicelib.api.records import management as records
+    from chalicelib.api.response_builders import management as records
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")

@@ -1,5 +1,5 @@
 """Every named resource's name is trimmed and refused when nothing but spaces is left, at
-creation and on a change (api/schemas: one field type for all of them): a 422
+creation and on a change (api/request_bodies: one field type for all of them): a 422
 ValidationError naming ``name``, nothing stored. Registration's person names likewise."""
 from __future__ import annotations
 

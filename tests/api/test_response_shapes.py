@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import framework, openapi
-from chalicelib.shapes import management, messaging, stats
+from chalicelib.response_shapes import management, messaging, stats
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_an_endpoint_without_a_response_shape_is_refused(document):
 
 
 def test_builders_are_held_to_their_shapes():
-    @shapes.builds(management.Organization)
+    @response_shapes.builds(management.Organization)
     def sloppy(extra: dict) -> dict:
         return {"id": 1, "uuid": "u", "name": "n", "permalink": "p", "time_zone": "UTC",
                 "created_at": None, "updated_at": None, **extra}
@@ -91,18 +91,18 @@ def test_builders_are_held_to_their_shapes():
     with pytest.raises(TypeError, match=r"not in the shape \['secret'\]"):
         sloppy({"secret": "x"})
     with pytest.raises(TypeError, match=r"required fields missing \['id'\]"):
-        shapes.check(messaging.Recipient, {"rcpt_to": "a@b", "token": "t", "status": "Pending"})
+        response_shapes.check(messaging.Recipient, {"rcpt_to": "a@b", "token": "t", "status": "Pending"})
     # Optional fields (shown only in some answers) may be absent or present.
     key = {"id": 1, "uuid": "u", "name": "n", "key_hint": "abcd", "seeded": False,
            "last_used_at": None, "revoked_at": None, "created_at": None}
-    assert shapes.check(management.AdminApiKey, key) and \
-        shapes.check(management.AdminApiKey, {**key, "key": "secret"})
+    assert response_shapes.check(management.AdminApiKey, key) and \
+        response_shapes.check(management.AdminApiKey, {**key, "key": "secret"})
     # Keys as JSON spells them: Stats' "from" (from_ in Python).
-    assert "from" in shapes.keys(stats.Stats)[1]
+    assert "from" in response_shapes.keys(stats.Stats)[1]
 
 
 def test_real_builders_return_their_shape():
-    from chalicelib.api.records import messaging as message_records
+    from chalicelib.api.response_builders import messaging as message_records
 
     event = SimpleNamespace(event="MessageSent", uuid="u-1", details="250 OK",
                             created_at=None)

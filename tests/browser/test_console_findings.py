@@ -15,7 +15,8 @@ from datetime import timedelta
 
 import requests
 
-from chalicelib import clock, console_rules
+from chalicelib import clock
+from chalicelib.console import rules as console_rules
 from tests.browser.conftest import make_user
 from tests.receivers import Receiver, Reply
 from tests.support import Api, make_tenant, unique, wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import requests
 
-from chalicelib import console_rules
+from chalicelib.console import rules as console_rules
 from tests.receivers import Receiver
 from tests.support import Api, unique
 from tests.support.browser import every_page

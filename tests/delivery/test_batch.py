@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.db.models import Message
-from chalicelib.services.delivery import process as worker, recorder as recording, smtp
+from chalicelib.services.delivery import process as worker, recorder as recording, client
 from chalicelib.workers import dispatch
 from tests.support.sending import message, rcpt, wait_status
 from tests.support.delivery import (WorkerDied, deliveries_of, kill_and_recover, park_many)
@@ -69,7 +69,7 @@ def test_batch_records_failures_per_message_and_replaces_a_closed_session(api, t
 def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, db,
                                                               monkeypatch):
     ids, addresses = park_many(db, api, tenant, 5)
-    real_send = smtp.send
+    real_send = client.send
     calls = []
 
     def send_then_die(*args, **kwargs):
@@ -79,10 +79,10 @@ def test_worker_killed_after_a_message_was_accepted_mid_batch(api, tenant, mx, d
             raise WorkerDied()  # the 3rd message was accepted; its outcome is never written
         return outcome
 
-    monkeypatch.setattr(smtp, "send", send_then_die)
+    monkeypatch.setattr(client, "send", send_then_die)
     with pytest.raises(WorkerDied):
         worker.process_batch(ids)
-    monkeypatch.setattr(smtp, "send", real_send)
+    monkeypatch.setattr(client, "send", real_send)
     # Right after the kill: the 2nd outcome was written with the 3rd marker; the 3rd is in
     # flight; the 4th and 5th are still claimed and untouched.
     assert [_claim(i)[0] for i in ids] == ["Sent", "Sent", "Pending", "Pending", "Pending"]

@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from chalicelib import queues
-from chalicelib.services.delivery import pacing, process as worker, smtp
+from chalicelib.services.delivery import pacing, process as worker, client as smtp_client
 from tests.support.delivery import DroppedQueue, park_many
 from tests.support.delivery import deliveries_of, make_due, park_message
 from tests.mx import ScriptedMX
@@ -74,7 +74,7 @@ def proxied():
     mx = ScriptedMX().start()
     proxy = CountingProxy(mx.port)
     yield mx, proxy
-    smtp.close_cached()
+    smtp_client.close_cached()
     proxy.close()
     mx.stop()
 
@@ -84,9 +84,9 @@ def test_pipelining_sends_mail_rcpt_and_data_in_one_flight(proxied):
     hosts = [("127.0.0.1", proxy.port)]
     marks = []
     for n in range(2):
-        outcome = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
+        outcome = smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to=f"u{n}@example.org",
                             data=DATA, before_data=marks.append)
-        assert outcome.status == smtp.SENT, outcome.details
+        assert outcome.status == smtp_client.SENT, outcome.details
     assert len(mx.messages) == 2 and mx.connections == 1 and len(marks) == 2
     flights = [c for c in proxy.chunks if b"MAIL FROM" in c]
     assert len(flights) == 2
@@ -100,9 +100,9 @@ def test_without_pipelining_each_command_waits_for_its_reply():
     mx = ScriptedMX(pipelining=False).start()
     proxy = CountingProxy(mx.port)
     try:
-        outcome = smtp.send([("127.0.0.1", proxy.port)], mail_from="rp@rp.test",
+        outcome = smtp_client.send([("127.0.0.1", proxy.port)], mail_from="rp@rp.test",
                             rcpt_to="u@example.org", data=DATA)
-        assert outcome.status == smtp.SENT, outcome.details
+        assert outcome.status == smtp_client.SENT, outcome.details
         commands = [c.upper() for c in proxy.chunks
                     if c.upper().startswith((b"MAIL", b"RCPT", b"DATA"))]
         assert [c.split(b" ")[0].split(b"\r")[0] for c in commands] == \
@@ -110,7 +110,7 @@ def test_without_pipelining_each_command_waits_for_its_reply():
         assert all(c.count(b"\r\n") == 1 for c in commands)
         assert len(mx.messages) == 1
     finally:
-        smtp.close_cached()
+        smtp_client.close_cached()
         proxy.close()
         mx.stop()
 
@@ -120,16 +120,16 @@ def test_a_recipient_refused_inside_a_flight_and_the_session_goes_on(proxied):
     hosts = [("127.0.0.1", proxy.port)]
     mx.script = ["rcpt:550 5.1.1 no such user", "rcpt:452 4.2.2 mailbox full"]
     marks = []
-    refused = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="gone@example.org", data=DATA,
+    refused = smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to="gone@example.org", data=DATA,
                         before_data=marks.append)
-    assert refused.status == smtp.HARD and refused.code == 550 and refused.recipient_rejected
+    assert refused.status == smtp_client.HARD and refused.code == 550 and refused.recipient_rejected
     assert refused.stage == "envelope" and "the recipient" in refused.details
-    deferred = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="full@example.org", data=DATA,
+    deferred = smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to="full@example.org", data=DATA,
                          before_data=marks.append)
-    assert deferred.status == smtp.SOFT and deferred.code == 452
-    sent = smtp.send(hosts, mail_from="rp@rp.test", rcpt_to="ok@example.org", data=DATA,
+    assert deferred.status == smtp_client.SOFT and deferred.code == 452
+    sent = smtp_client.send(hosts, mail_from="rp@rp.test", rcpt_to="ok@example.org", data=DATA,
                      before_data=marks.append)
-    assert sent.status == smtp.SENT, sent.details
+    assert sent.status == smtp_client.SENT, sent.details
     assert marks == [sent.host]  # no marker for a refused transaction: nothing was sent
     assert mx.connections == 1  # the same session, reset (RSET) after each refusal
     assert sum(c.upper().startswith(b"RSET") for c in proxy.chunks) == 2

@@ -10,7 +10,7 @@ from email import message_from_bytes, policy
 
 import pytest
 
-from chalicelib.services.delivery import smtp as delivery
+from chalicelib.services.delivery import client as delivery
 from tests.dns_server import LoopbackDNS
 from tests.mx import ScriptedMX
 from tests.support.sending import (dns_txt, rcpt, sent_ok, verify_dkim,

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from chalicelib import clock
-from chalicelib.services.delivery import mta_sts, smtp
+from chalicelib.services.delivery import mta_sts, client
 from tests.mx import ScriptedMX
 from tests.support.sending import message, sent_ok, wait_status
 from tests.support import free_port, unique
@@ -94,7 +94,7 @@ def rig(dns_zone, monkeypatch, tmp_path):  # noqa: F811
         found = Rig(dns_zone, ca, https, mx_port)
         yield found
         found.stop()
-        smtp.close_cached()
+        client.close_cached()
 
 
 def deliver(api, tenant, domain: str, status: str) -> tuple[dict, str]:
@@ -210,9 +210,9 @@ def test_testing_mode_reports_on_a_reused_session_too(rig):
     server = rig.mx("127.0.0.10", True)  # self-signed
     policy = mta_sts.Policy(domain, "1", "testing", (f"mx.{domain}",), 3600)
     data = b"From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n"
-    outcomes = [smtp.send([(f"mx.{domain}", rig.mx_port)], mail_from="t@rp.example",
+    outcomes = [client.send([(f"mx.{domain}", rig.mx_port)], mail_from="t@rp.example",
                           rcpt_to=f"r{n}@{domain}", data=data, policy=policy)
                 for n in range(2)]
-    assert [o.status for o in outcomes] == [smtp.SENT, smtp.SENT]
+    assert [o.status for o in outcomes] == [client.SENT, client.SENT]
     assert all("enforce would have refused" in o.details for o in outcomes)
     assert server.connections == 2  # the verifying attempt, then one session for both

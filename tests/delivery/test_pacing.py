@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from chalicelib import clock, queues
 from chalicelib.db import session_scope
 from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
-from chalicelib.services.delivery import pacing, process as worker, smtp
+from chalicelib.services.delivery import pacing, process as worker, client
 from tests.support.delivery import DroppedQueue
 from tests.support.delivery import make_due, park_message
 from tests.support.sending import message
@@ -283,16 +283,16 @@ def test_destinations_rules_and_what_a_throttle_is(monkeypatch):
     assert (yahoo.name, yahoo.connections, yahoo.per_minute) == ("yahoo", 10, 100)
     assert pacing.destination("corp.example", [])[1].connections == 2
 
-    def reply(code, text, status=smtp.SOFT):
-        return smtp.Outcome(status, "", code=code, output=text)
+    def reply(code, text, status=client.SOFT):
+        return client.Outcome(status, "", code=code, output=text)
 
     assert pacing.is_throttle(reply(421, "4.3.2 Service shutting down"))
     assert pacing.is_throttle(reply(421, "4.7.28 Unusual rate of unsolicited mail"))
     assert pacing.is_throttle(reply(451, "4.7.500 Server busy. Please try again later"))
     assert not pacing.is_throttle(reply(451, "4.7.1 Greylisted, try again in 5 minutes"))
     assert not pacing.is_throttle(reply(452, "4.2.2 Mailbox full"))
-    assert not pacing.is_throttle(reply(550, "5.7.1 Rejected", smtp.HARD))
-    assert not pacing.is_throttle(smtp.Outcome(smtp.SOFT, "refused", code=None))
+    assert not pacing.is_throttle(reply(550, "5.7.1 Rejected", client.HARD))
+    assert not pacing.is_throttle(client.Outcome(client.SOFT, "refused", code=None))
 
 
 def test_retention_forgets_destinations_idle_for_a_day(database):

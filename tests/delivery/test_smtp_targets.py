@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from chalicelib.services.delivery import smtp as delivery, retry
+from chalicelib.services.delivery import client as delivery, retry
 from tests.dns_server import LoopbackDNS
 
 

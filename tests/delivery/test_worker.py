@@ -12,7 +12,7 @@ from sqlalchemy import update
 from chalicelib import clock, queues
 from chalicelib.db.models import Message
 from chalicelib.db import claims
-from chalicelib.services.delivery import attempt, process as worker, smtp
+from chalicelib.services.delivery import attempt, process as worker, client
 from tests.conftest import TEST_DATABASE_URL
 from tests.support.sending import message, rcpt, sent_ok, wait_status
 from tests.support import all_tenants, wait_for
@@ -60,7 +60,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
     marker is written only under our claim, so this worker closes the session before DATA."""
     to = rcpt("lost")
     message_id = park_settled(db, api, tenant, to, monkeypatch)
-    real_targets = smtp.targets
+    real_targets = client.targets
     test_thread = threading.current_thread()
 
     def targets_while_claim_is_taken(domain):
@@ -71,7 +71,7 @@ def test_a_worker_that_lost_its_claim_never_reaches_data(api, tenant, mx, db, mo
                             .values(locked_by="another-worker", locked_at=clock.now()))
         return real_targets(domain)
 
-    monkeypatch.setattr(smtp, "targets", targets_while_claim_is_taken)
+    monkeypatch.setattr(client, "targets", targets_while_claim_is_taken)
     make_due(message_id)
     assert worker.process(message_id) == "claim-lost"
     assert deliveries_of(message_id) == []

@@ -321,8 +321,8 @@ def test_build_packages_the_web_console(tmp_path):
     assert os.path.isfile(os.path.join(files, "index.html"))
     assert os.path.isfile(os.path.join(files, "assets", "pages", "server", "routes.js"))
     assert not os.path.exists(os.path.join(files, "node_modules"))
-    # The packaged chalicelib/console.py finds them beside itself.
-    found = subprocess.run([sys.executable, "-c", "from chalicelib import console; print(console.root())"],
+    # The packaged chalicelib/console/files.py finds them beside itself.
+    found = subprocess.run([sys.executable, "-c", "from chalicelib.console import files; print(files.root())"],
                            cwd=project, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == files
     # The module the service writes for the console (not a file) is answered from the package.

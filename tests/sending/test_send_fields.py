@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from chalicelib.api.schemas.messages import SendRequest
+from chalicelib.api.request_bodies.messages import SendRequest
 from chalicelib.db.models import Message
 from chalicelib.services.sending.submission import Prepared
-from chalicelib.shapes import messaging as shapes
+from chalicelib.response_shapes import messaging as shapes
 
 CONTENT = None  # kept only in the message's MIME content (the raw bytes), not in a column
 

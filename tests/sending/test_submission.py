@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from chalicelib import errors
-from chalicelib.api.schemas.messages import SendRequest
+from chalicelib.api.request_bodies.messages import SendRequest
 from chalicelib.db.models import Message, MessageEvent, Server, Submission
 from chalicelib.services import content
 from chalicelib.services.organizations import credentials

@@ -8,7 +8,7 @@ import smtplib
 
 import pytest
 
-from chalicelib.services.delivery import smtp
+from chalicelib.services.delivery import client as smtp_client
 from chalicelib.smtp.gateway import Gateway
 from chalicelib.smtp.relay import OutboundRelay
 from tests.support.egress import assign, pool, to
@@ -27,7 +27,7 @@ def relayed(api, mx_zone, monkeypatch):  # noqa: F811
     assign(api, tenant, chosen["id"])
     yield tenant, relay
     relay.stop()
-    smtp.close_cached()
+    smtp_client.close_cached()
 
 
 def send(api, tenant, address, status):

@@ -6,10 +6,10 @@ from chalice import Blueprint
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api.auth import bearer_token
 from chalicelib.api.framework import NONE, Call, endpoint
-from chalicelib.api.schemas import accounts as schemas
-from chalicelib.api.records import accounts as records
+from chalicelib.api.request_bodies import accounts as schemas
+from chalicelib.api.response_builders import accounts as records
 from chalicelib.services.accounts import members, sessions
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 

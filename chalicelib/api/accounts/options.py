@@ -8,17 +8,17 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib.api.framework import NONE, Call, endpoint
-from chalicelib.api.records import accounts as records
+from chalicelib.api.response_builders import accounts as records
 from chalicelib.config import get_settings
 from chalicelib.services.accounts import users
-from chalicelib import shapes
-from chalicelib.shapes import accounts as shape
+from chalicelib import response_shapes
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "/options", "GET", auth=NONE,
-          response=shapes.one("options", shape.SignInOptions))
+          response=response_shapes.one("options", shape.SignInOptions))
 def options(call: Call):
     """Sign-in options of this installation (public)."""
     settings = get_settings()

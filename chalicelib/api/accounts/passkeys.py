@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api.accounts.session import client, session_answer
 from chalicelib.api.framework import NONE, SESSION, Call, endpoint
-from chalicelib.api.records import accounts as records
-from chalicelib.api.schemas import accounts as schemas
+from chalicelib.api.response_builders import accounts as records
+from chalicelib.api.request_bodies import accounts as schemas
 from chalicelib.services.accounts import passkeys
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
@@ -32,7 +32,7 @@ def registration_options(call: Call):
 
 
 @endpoint(bp, "/passkeys", "POST", auth=SESSION, body=schemas.PasskeyRegisterIn, status=201,
-          response=shapes.one("passkey", shape.Passkey))
+          response=response_shapes.one("passkey", shape.Passkey))
 def register_passkey(call: Call):
     """Register the passkey the browser made from the registration options."""
     b = call.body
@@ -41,7 +41,7 @@ def register_passkey(call: Call):
 
 
 @endpoint(bp, "/passkeys/{id}", "PATCH", auth=SESSION, body=schemas.PasskeyRenameIn,
-          response=shapes.one("passkey", shape.Passkey))
+          response=response_shapes.one("passkey", shape.Passkey))
 def rename_passkey(call: Call, id: int):  # noqa: A002  (the path parameter's name)
     """Rename one of your passkeys."""
     return {"passkey": records.passkey(passkeys.rename(call.db, call.principal.user, id,

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, SESSION, Call, endpoint, paginate
-from chalicelib.api.schemas import accounts as schemas
-from chalicelib.api.records import accounts as records
+from chalicelib.api.request_bodies import accounts as schemas
+from chalicelib.api.response_builders import accounts as records
 from chalicelib.services.accounts import users, admin_keys, audit, sessions, totp
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
@@ -47,7 +47,7 @@ def logout(call: Call):
 
 
 @endpoint(bp, "/sessions", "GET", auth=SESSION, query=q.PAGINATION,
-          response=shapes.page("sessions", shape.Session))
+          response=response_shapes.page("sessions", shape.Session))
 def list_sessions(call: Call):
     """The caller's active sessions (where and when each was used; current marks this one)."""
     current = call.principal.session

@@ -18,7 +18,7 @@ from chalicelib.api import query as q
 from chalicelib.api.framework import NONE, Call, endpoint, success
 from chalicelib.config import get_settings
 from chalicelib.services.accounts import sso
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 

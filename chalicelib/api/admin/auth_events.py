@@ -5,10 +5,10 @@ from chalice import Blueprint
 
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint
-from chalicelib.api.records import accounts as records
+from chalicelib.api.response_builders import accounts as records
 from chalicelib.services.accounts import audit
 from chalicelib.services.accounts.permissions import authorize
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 DEFAULT_LIMIT = 100

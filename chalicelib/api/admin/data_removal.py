@@ -9,18 +9,18 @@ import json
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api.framework import ADMIN, Call, endpoint
-from chalicelib.api.schemas.admin import DataRemovalIn
+from chalicelib.api.request_bodies.admin import DataRemovalIn
 from chalicelib.db.models import Server
 from chalicelib.services.accounts import audit, permissions
 from chalicelib.services.organizations import lookup
 from chalicelib.services.privacy import removal
 from chalicelib.services.suppressions import entries as suppressions
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
-ANSWER = shapes.one("data_removal", shape.DataRemoval)
+ANSWER = response_shapes.one("data_removal", shape.DataRemoval)
 
 
 def _remove(call: Call, scope: str, where: str, server_ids: list[int]) -> dict:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.records import dmarc as records
+from chalicelib.api.response_builders import dmarc as records
 from chalicelib.services.dmarc import reports
 from chalicelib.services.domains import manage
 from chalicelib.services.organizations import lookup
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 DOMAIN = "/organizations/{org}/servers/{server}/domains/{name}"
@@ -34,14 +34,14 @@ def _range(call: Call):
 
 
 @endpoint(bp, DOMAIN + "/dmarc_summary", "GET", auth=ADMIN, query=RANGE,
-          response=shapes.one("dmarc_summary", shape.DmarcSummary))
+          response=response_shapes.one("dmarc_summary", shape.DmarcSummary))
 def dmarc_summary(call: Call, org: str, server: str, name: str):
     domain = _domain(call, org, server, name)
     return {"dmarc_summary": reports.summary(call.db, domain, *_range(call))}
 
 
 @endpoint(bp, DOMAIN + "/dmarc_reports", "GET", auth=ADMIN, query=(*RANGE, *q.PAGINATION),
-          response=shapes.page("dmarc_reports", shape.DmarcReport))
+          response=response_shapes.page("dmarc_reports", shape.DmarcReport))
 def list_dmarc_reports(call: Call, org: str, server: str, name: str):
     domain = _domain(call, org, server, name)
     rows, pagination = paginate(call.db, reports.reports_stmt(domain.id, *_range(call)),
@@ -50,7 +50,7 @@ def list_dmarc_reports(call: Call, org: str, server: str, name: str):
 
 
 @endpoint(bp, DOMAIN + "/dmarc_reports/{id}", "GET", auth=ADMIN,
-          response=shapes.one("dmarc_report", shape.DmarcReport))
+          response=response_shapes.one("dmarc_report", shape.DmarcReport))
 def show_dmarc_report(call: Call, org: str, server: str, name: str, id: int):
     domain = _domain(call, org, server, name)
     return {"dmarc_report": records.report(reports.find_report(call.db, domain.id, id))}
@@ -60,7 +60,7 @@ def show_dmarc_report(call: Call, org: str, server: str, name: str, id: int):
     *RANGE, RESULT, q.string("source_ip", "Only rows from this source address."),
     q.integer("report", "Only the rows of this report (its id).", minimum=1,
               maximum=2**63 - 1), *q.PAGINATION),
-          response=shapes.page("dmarc_records", shape.DmarcRecord))
+          response=response_shapes.page("dmarc_records", shape.DmarcRecord))
 def list_dmarc_records(call: Call, org: str, server: str, name: str):
     domain = _domain(call, org, server, name)
     stmt = reports.records_stmt(domain.id, *_range(call), result=call.query_str("result"),
@@ -74,7 +74,7 @@ def list_dmarc_records(call: Call, org: str, server: str, name: str):
 
 @endpoint(bp, DOMAIN + "/dmarc_sources", "GET", auth=ADMIN, query=(*RANGE, RESULT,
                                                                    *q.PAGINATION),
-          response=shapes.page("dmarc_sources", shape.DmarcSource))
+          response=response_shapes.page("dmarc_sources", shape.DmarcSource))
 def list_dmarc_sources(call: Call, org: str, server: str, name: str):
     domain = _domain(call, org, server, name)
     page, per_page = call.page_args()

@@ -3,19 +3,19 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib.api.records import management
+from chalicelib.api.response_builders import management
 from chalicelib.api.framework import ADMIN, Call, endpoint
 from chalicelib.services.domains import manage
 from chalicelib.services.organizations import lookup
-from chalicelib import shapes
-from chalicelib.shapes import management as shape
+from chalicelib import response_shapes
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 DOMAIN = "/organizations/{org}/servers/{server}/domains/{name}"
 
 
 @endpoint(bp, DOMAIN + "/check", "GET", auth=ADMIN,
-          response=shapes.one("check", shape.DnsCheck))
+          response=response_shapes.one("check", shape.DnsCheck))
 def check_domain(call: Call, org: str, server: str, name: str):
     from chalicelib.services.domains import checks  # dnspython: not at cold start
 
@@ -25,7 +25,7 @@ def check_domain(call: Call, org: str, server: str, name: str):
 
 
 @endpoint(bp, DOMAIN + "/dkim/rotate", "POST", auth=ADMIN,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def rotate_dkim(call: Call, org: str, server: str, name: str):
     from chalicelib.services.dkim import rotation as dkim_rotation
 
@@ -36,7 +36,7 @@ def rotate_dkim(call: Call, org: str, server: str, name: str):
 
 
 @endpoint(bp, DOMAIN + "/dkim/activate", "POST", auth=ADMIN,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def activate_dkim(call: Call, org: str, server: str, name: str):
     from chalicelib.services.dkim import rotation as dkim_rotation
 

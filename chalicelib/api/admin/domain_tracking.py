@@ -5,13 +5,13 @@ from __future__ import annotations
 from chalice import Blueprint
 from pydantic import ConfigDict, Field
 
-from chalicelib import shapes
-from chalicelib.api.records import management
+from chalicelib import response_shapes
+from chalicelib.api.response_builders import management
 from chalicelib.api.framework import ADMIN, Call, endpoint
-from chalicelib.api.schemas import Schema
+from chalicelib.api.request_bodies import Schema
 from chalicelib.services.domains import manage
 from chalicelib.services.organizations import lookup
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 
@@ -29,7 +29,7 @@ class DomainTrackingUpdate(Schema):
 
 @endpoint(bp, "/organizations/{org}/servers/{server}/domains/{name}", "PATCH", auth=ADMIN,
           body=DomainTrackingUpdate,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def update_domain_tracking(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)

@@ -5,22 +5,22 @@ from chalice import Blueprint
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from chalicelib import shapes
-from chalicelib.api.records import management
+from chalicelib import response_shapes
+from chalicelib.api.response_builders import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.admin import CredentialIn, CredentialUpdate, DomainIn
+from chalicelib.api.request_bodies.admin import CredentialIn, CredentialUpdate, DomainIn
 from chalicelib.db.models import Credential, Domain
 from chalicelib.services.organizations import credentials, lookup
 from chalicelib.services.domains import manage
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
 
 
 @endpoint(bp, SERVER + "/domains", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("domains", shape.Domain))
+          response=response_shapes.page("domains", shape.Domain))
 def list_domains(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
     stmt = select(Domain).where(Domain.server_id == srv.id).order_by(Domain.id) \
@@ -30,21 +30,21 @@ def list_domains(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/domains", "POST", auth=ADMIN, body=DomainIn, status=201,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def create_domain(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     return {"domain": management.domain(manage.create_domain(call.db, srv, call.body.name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "GET", auth=ADMIN,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def show_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.read")
     return {"domain": management.domain(manage.find_domain(call.db, srv, name))}
 
 
 @endpoint(bp, SERVER + "/domains/{name}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("domain", shape.Domain))
+          response=response_shapes.deleted("domain", shape.Domain))
 def delete_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     domain = manage.find_domain(call.db, srv, name)
@@ -54,14 +54,14 @@ def delete_domain(call: Call, org: str, server: str, name: str):
 
 
 @endpoint(bp, SERVER + "/domains/{name}/verify", "POST", auth=ADMIN,
-          response=shapes.one("domain", shape.Domain))
+          response=response_shapes.one("domain", shape.Domain))
 def verify_domain(call: Call, org: str, server: str, name: str):
     srv = lookup.server(call.db, call.principal, org, server, "domains.manage")
     return {"domain": management.domain(manage.verify_domain(manage.find_domain(call.db, srv, name)))}
 
 
 @endpoint(bp, SERVER + "/credentials", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("credentials", shape.Credential))
+          response=response_shapes.page("credentials", shape.Credential))
 def list_credentials(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     stmt = select(Credential).where(Credential.server_id == srv.id).order_by(Credential.id)
@@ -70,7 +70,7 @@ def list_credentials(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/credentials", "POST", auth=ADMIN, body=CredentialIn, status=201,
-          response=shapes.one("credential", shape.Credential))
+          response=response_shapes.one("credential", shape.Credential))
 def create_credential(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential, key = credentials.create_credential(
@@ -80,14 +80,14 @@ def create_credential(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "GET", auth=ADMIN,
-          response=shapes.one("credential", shape.Credential))
+          response=response_shapes.one("credential", shape.Credential))
 def show_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.read")
     return {"credential": management.credential(credentials.find_credential(call.db, srv, id))}
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "PATCH", auth=ADMIN, body=CredentialUpdate,
-          response=shapes.one("credential", shape.Credential))
+          response=response_shapes.one("credential", shape.Credential))
 def update_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.update_credential(credentials.find_credential(call.db, srv, id),
@@ -96,7 +96,7 @@ def update_credential(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, SERVER + "/credentials/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("credential", shape.Credential))
+          response=response_shapes.deleted("credential", shape.Credential))
 def delete_credential(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "credentials.manage")
     credential = credentials.find_credential(call.db, srv, id)

@@ -4,22 +4,22 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import shapes
-from chalicelib.api.records import management
+from chalicelib import response_shapes
+from chalicelib.api.response_builders import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.admin import AdminKeyIn, IPAddressIn, IPPoolIn, IPPoolUpdate
+from chalicelib.api.request_bodies.admin import AdminKeyIn, IPAddressIn, IPPoolIn, IPPoolUpdate
 from chalicelib.db.models import IPAddress, IPPool
 from chalicelib.services.accounts import admin_keys, audit
 from chalicelib.services.delivery import ip_pools
 from chalicelib.services.accounts.permissions import authorize
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "/ip_pools", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("ip_pools", shape.IPPool))
+          response=response_shapes.page("ip_pools", shape.IPPool))
 def list_ip_pools(call: Call):
     authorize(call.principal, "ip_pools.read")
     rows, pagination = paginate(call.db, select(IPPool).order_by(IPPool.id), *call.page_args())
@@ -27,7 +27,7 @@ def list_ip_pools(call: Call):
 
 
 @endpoint(bp, "/ip_pools", "POST", auth=ADMIN, body=IPPoolIn, status=201,
-          response=shapes.one("ip_pool", shape.IPPool))
+          response=response_shapes.one("ip_pool", shape.IPPool))
 def create_ip_pool(call: Call):
     authorize(call.principal, "ip_pools.manage")
     return {"ip_pool": management.ip_pool(ip_pools.create_pool(
@@ -35,14 +35,14 @@ def create_ip_pool(call: Call):
 
 
 @endpoint(bp, "/ip_pools/{id}", "GET", auth=ADMIN,
-          response=shapes.one("ip_pool", shape.IPPool))
+          response=response_shapes.one("ip_pool", shape.IPPool))
 def show_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.read")
     return {"ip_pool": management.ip_pool(ip_pools.find_pool(call.db, id), True)}
 
 
 @endpoint(bp, "/ip_pools/{id}", "PATCH", auth=ADMIN, body=IPPoolUpdate,
-          response=shapes.one("ip_pool", shape.IPPool))
+          response=response_shapes.one("ip_pool", shape.IPPool))
 def update_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.update_pool(call.db, ip_pools.find_pool(call.db, id),
@@ -51,7 +51,7 @@ def update_ip_pool(call: Call, id: int):
 
 
 @endpoint(bp, "/ip_pools/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("ip_pool", shape.IPPool))
+          response=response_shapes.deleted("ip_pool", shape.IPPool))
 def delete_ip_pool(call: Call, id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.find_pool(call.db, id)
@@ -61,7 +61,7 @@ def delete_ip_pool(call: Call, id: int):
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("ip_addresses", shape.IPAddress))
+          response=response_shapes.page("ip_addresses", shape.IPAddress))
 def list_ip_addresses(call: Call, pool_id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -71,7 +71,7 @@ def list_ip_addresses(call: Call, pool_id: int):
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses", "POST", auth=ADMIN, body=IPAddressIn, status=201,
-          response=shapes.one("ip_address", shape.IPAddress))
+          response=response_shapes.one("ip_address", shape.IPAddress))
 def add_ip_address(call: Call, pool_id: int):
     authorize(call.principal, "ip_pools.manage")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -81,7 +81,7 @@ def add_ip_address(call: Call, pool_id: int):
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "GET", auth=ADMIN,
-          response=shapes.one("ip_address", shape.IPAddress))
+          response=response_shapes.one("ip_address", shape.IPAddress))
 def show_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.read")
     pool = ip_pools.find_pool(call.db, pool_id)
@@ -89,7 +89,7 @@ def show_ip_address(call: Call, pool_id: int, id: int):
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}/check", "GET", auth=ADMIN,
-          response=shapes.one("ip_address", shape.IPAddress))
+          response=response_shapes.one("ip_address", shape.IPAddress))
 def check_ip_address(call: Call, pool_id: int, id: int):
     """Look the address's reverse DNS up now (PTR, forward confirmation, HELO match) and keep
     the result, as GET .../domains/{name}/check does for a domain."""
@@ -101,7 +101,7 @@ def check_ip_address(call: Call, pool_id: int, id: int):
 
 
 @endpoint(bp, "/ip_pools/{pool_id}/ip_addresses/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("ip_address", shape.IPAddress))
+          response=response_shapes.deleted("ip_address", shape.IPAddress))
 def delete_ip_address(call: Call, pool_id: int, id: int):
     authorize(call.principal, "ip_pools.manage")
     address = ip_pools.find_address(call.db, ip_pools.find_pool(call.db, pool_id), id)
@@ -111,7 +111,7 @@ def delete_ip_address(call: Call, pool_id: int, id: int):
 
 
 @endpoint(bp, "/admin_api_keys", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("admin_api_keys", shape.AdminApiKey))
+          response=response_shapes.page("admin_api_keys", shape.AdminApiKey))
 def list_admin_keys(call: Call):
     authorize(call.principal, "admin_keys.manage")
     rows, pagination = paginate(call.db, admin_keys.active_keys_query(), *call.page_args())
@@ -119,7 +119,7 @@ def list_admin_keys(call: Call):
 
 
 @endpoint(bp, "/admin_api_keys", "POST", auth=ADMIN, body=AdminKeyIn, status=201,
-          response=shapes.one("admin_api_key", shape.AdminApiKey))
+          response=response_shapes.one("admin_api_key", shape.AdminApiKey))
 def create_admin_key(call: Call):
     authorize(call.principal, "admin_keys.manage")
     user_id = call.principal.user.id if call.principal.user else None
@@ -129,7 +129,7 @@ def create_admin_key(call: Call):
 
 
 @endpoint(bp, "/admin_api_keys/{id}", "DELETE", auth=ADMIN,
-          response=shapes.one("admin_api_key", shape.AdminApiKey))
+          response=response_shapes.one("admin_api_key", shape.AdminApiKey))
 def revoke_admin_key(call: Call, id: int):
     authorize(call.principal, "admin_keys.manage")
     key = admin_keys.revoke(call.db, id)

@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import errors, shapes
-from chalicelib.api.records import management
+from chalicelib import errors, response_shapes
+from chalicelib.api.response_builders import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.admin import IPPoolAssign, OrganizationIn, OrganizationUpdate, ServerIn, \
+from chalicelib.api.request_bodies.admin import IPPoolAssign, OrganizationIn, OrganizationUpdate, ServerIn, \
     ServerUpdate, SuspendIn
 from chalicelib.config import get_settings
 from chalicelib.db.models import Server
 from chalicelib.services.organizations import lookup, organizations
 from chalicelib.services.accounts import audit, permissions
 from chalicelib.services.reputation import guard
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 ORG = "/organizations/{org}"
@@ -22,7 +22,7 @@ SERVER = ORG + "/servers/{server}"
 
 
 @endpoint(bp, "/organizations", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("organizations", shape.Organization))
+          response=response_shapes.page("organizations", shape.Organization))
 def list_organizations(call: Call):
     rows, pagination = paginate(call.db, organizations.organizations_query(call.principal),
                                 *call.page_args())
@@ -30,7 +30,7 @@ def list_organizations(call: Call):
 
 
 @endpoint(bp, "/organizations", "POST", auth=ADMIN, body=OrganizationIn, status=201,
-          response=shapes.one("organization", shape.Organization))
+          response=response_shapes.one("organization", shape.Organization))
 def create_organization(call: Call):
     principal = call.principal
     if principal.kind == "user" and not permissions.is_full_access(principal) \
@@ -43,14 +43,14 @@ def create_organization(call: Call):
 
 
 @endpoint(bp, ORG, "GET", auth=ADMIN,
-          response=shapes.one("organization", shape.Organization))
+          response=response_shapes.one("organization", shape.Organization))
 def show_organization(call: Call, org: str):
     return {"organization": management.organization(
         lookup.organization(call.db, call.principal, org, "organization.read"))}
 
 
 @endpoint(bp, ORG, "PATCH", auth=ADMIN, body=OrganizationUpdate,
-          response=shapes.one("organization", shape.Organization))
+          response=response_shapes.one("organization", shape.Organization))
 def update_organization(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "organization.update")
     organizations.update_organization(call.db, found, name=call.body.name,
@@ -59,7 +59,7 @@ def update_organization(call: Call, org: str):
 
 
 @endpoint(bp, ORG, "DELETE", auth=ADMIN,
-          response=shapes.deleted("organization", shape.Organization))
+          response=response_shapes.deleted("organization", shape.Organization))
 def delete_organization(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "organization.delete")
     record = management.organization(found)
@@ -68,7 +68,7 @@ def delete_organization(call: Call, org: str):
 
 
 @endpoint(bp, ORG + "/servers", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("servers", shape.Server))
+          response=response_shapes.page("servers", shape.Server))
 def list_servers(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.read")
     from sqlalchemy import select
@@ -79,7 +79,7 @@ def list_servers(call: Call, org: str):
 
 
 @endpoint(bp, ORG + "/servers", "POST", auth=ADMIN, body=ServerIn, status=201,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def create_server(call: Call, org: str):
     found = lookup.organization(call.db, call.principal, org, "servers.manage")
     srv = organizations.create_server(call.db, found, name=call.body.name,
@@ -88,14 +88,14 @@ def create_server(call: Call, org: str):
 
 
 @endpoint(bp, SERVER, "GET", auth=ADMIN,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def show_server(call: Call, org: str, server: str):
     return {"server": management.server(lookup.server(call.db, call.principal, org, server,
                                                    "servers.read"))}
 
 
 @endpoint(bp, SERVER, "PATCH", auth=ADMIN, body=ServerUpdate,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def update_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     organizations.update_server(srv, call.body.model_dump(exclude_unset=True))
@@ -103,7 +103,7 @@ def update_server(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER, "DELETE", auth=ADMIN,
-          response=shapes.deleted("server", shape.Server))
+          response=response_shapes.deleted("server", shape.Server))
 def delete_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     record = management.server(srv)
@@ -112,14 +112,14 @@ def delete_server(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/suspend", "POST", auth=ADMIN, body=SuspendIn,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def suspend_server(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     return {"server": management.server(organizations.suspend_server(srv, call.body.reason))}
 
 
 @endpoint(bp, SERVER + "/unsuspend", "POST", auth=ADMIN,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def unsuspend_server(call: Call, org: str, server: str):
     """Lift the suspension. A pause by the reputation guard is lifted by instance admins
     only (403 for the organization's own roles), and restarts the guard's window."""
@@ -138,7 +138,7 @@ def unsuspend_server(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/ip_pool", "POST", auth=ADMIN, body=IPPoolAssign,
-          response=shapes.one("server", shape.Server))
+          response=response_shapes.one("server", shape.Server))
 def assign_ip_pool(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "servers.manage")
     return {"server": management.server(organizations.assign_ip_pool(call.db, srv,

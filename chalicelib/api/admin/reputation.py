@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import errors, shapes
+from chalicelib import errors, response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.records import management
+from chalicelib.api.response_builders import management
 from chalicelib.services.accounts.permissions import authorize
 from chalicelib.services.domains import manage
 from chalicelib.services.organizations import lookup
 from chalicelib.services.reputation import signals
-from chalicelib.shapes import reputation as shape
+from chalicelib.response_shapes import reputation as shape
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
@@ -24,7 +24,7 @@ BLAMES = q.string("blames", "Only signals blaming this: ip or domain.",
 
 
 @endpoint(bp, SERVER + "/reputation", "GET", auth=ADMIN,
-          response=shapes.one("reputation", shape.Reputation))
+          response=response_shapes.one("reputation", shape.Reputation))
 def show_reputation(call: Call, org: str, server: str):
     """The reputation guard's view of the server now: its bounce and complaint rates over
     the window, the thresholds, what they say, and its state (a pause and who lifted it)."""
@@ -34,7 +34,7 @@ def show_reputation(call: Call, org: str, server: str):
 
 @endpoint(bp, SERVER + "/domains/{name}/signals", "GET", auth=ADMIN,
           query=(*q.PAGINATION, BLAMES, SINCE),
-          response=shapes.page("signals", shape.InfrastructureSignal))
+          response=response_shapes.page("signals", shape.InfrastructureSignal))
 def list_domain_signals(call: Call, org: str, server: str, name: str):
     """Refusals of the domain's mail that blamed the sending IP or the domain, newest
     first."""
@@ -55,7 +55,7 @@ def list_domain_signals(call: Call, org: str, server: str, name: str):
               maximum=q.MAX_INT32),
     q.integer("server_id", "Only signals of this server's mail.", minimum=1,
               maximum=q.MAX_INT32)),
-          response=shapes.page("signals", shape.InfrastructureSignal))
+          response=response_shapes.page("signals", shape.InfrastructureSignal))
 def list_signals(call: Call):
     """Every refusal that blamed the installation's sending IPs or its tenants' domains,
     newest first (instance admins)."""

@@ -7,15 +7,15 @@ from chalice import Blueprint
 from pydantic import Field
 from sqlalchemy import select
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas import RouteName, Schema
-from chalicelib.api.records import management
+from chalicelib.api.request_bodies import RouteName, Schema
+from chalicelib.api.response_builders import management
 from chalicelib.db.models import Route
 from chalicelib.services.organizations import lookup
 from chalicelib.services.inbound import routes
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 SERVER = "/organizations/{org}/servers/{server}"
@@ -36,7 +36,7 @@ class RouteUpdate(Schema):
 
 
 @endpoint(bp, SERVER + "/routes", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("routes", shape.Route))
+          response=response_shapes.page("routes", shape.Route))
 def list_routes(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     stmt = select(Route).where(Route.server_id == srv.id).order_by(Route.id)
@@ -45,7 +45,7 @@ def list_routes(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/routes", "POST", auth=ADMIN, body=RouteIn, status=201,
-          response=shapes.one("route", shape.Route))
+          response=response_shapes.one("route", shape.Route))
 def create_route(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     body = call.body
@@ -55,14 +55,14 @@ def create_route(call: Call, org: str, server: str):
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "GET", auth=ADMIN,
-          response=shapes.one("route", shape.Route))
+          response=response_shapes.one("route", shape.Route))
 def show_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.read")
     return {"route": management.route(call.db, routes.find_route(call.db, srv, id))}
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "PATCH", auth=ADMIN, body=RouteUpdate,
-          response=shapes.one("route", shape.Route))
+          response=response_shapes.one("route", shape.Route))
 def update_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     body = call.body
@@ -73,7 +73,7 @@ def update_route(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, SERVER + "/routes/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("route", shape.Route))
+          response=response_shapes.deleted("route", shape.Route))
 def delete_route(call: Call, org: str, server: str, id: int):
     srv = lookup.server(call.db, call.principal, org, server, "routes.manage")
     route = routes.find_route(call.db, srv, id)

@@ -4,15 +4,15 @@ from __future__ import annotations
 from chalice import Blueprint, Response
 from sqlalchemy.orm import selectinload
 
-from chalicelib import shapes
-from chalicelib.api.records import management
+from chalicelib import response_shapes
+from chalicelib.api.response_builders import management
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.messages import SuppressionImport, SuppressionIn
+from chalicelib.api.request_bodies.messages import SuppressionImport, SuppressionIn
 from chalicelib.db.models import Suppression
 from chalicelib.services.organizations import lookup
 from chalicelib.services.suppressions import entries as suppressions
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 BASE = "/organizations/{org}/servers/{server}/suppressions"
@@ -46,7 +46,7 @@ def _list_stmt(call: Call, server_id: int):
 
 
 @endpoint(bp, BASE, "GET", auth=ADMIN, query=(*q.PAGINATION, *_FILTERS),
-          response=shapes.page("suppressions", shape.Suppression))
+          response=response_shapes.page("suppressions", shape.Suppression))
 def list_suppressions(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.read")
     # the page's streams in one query, not one per row
@@ -56,7 +56,7 @@ def list_suppressions(call: Call, org: str, server: str):
 
 
 @endpoint(bp, BASE, "POST", auth=ADMIN, body=SuppressionIn, status=201,
-          response=shapes.one("suppression", shape.Suppression))
+          response=response_shapes.one("suppression", shape.Suppression))
 def create_suppression(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.manage")
     address = suppressions.validate_address(call.body.address)
@@ -89,7 +89,7 @@ def export_suppressions(call: Call, org: str, server: str):
 
 
 @endpoint(bp, BASE + "/{address}", "GET", auth=ADMIN, query=(_STREAM,),
-          response=shapes.one("suppression", shape.Suppression))
+          response=response_shapes.one("suppression", shape.Suppression))
 def show_suppression(call: Call, org: str, server: str, address: str):
     srv = lookup.server(call.db, call.principal, org, server, "suppressions.read")
     row = suppressions.find(call.db, srv.id, address, call.query_str("stream"))

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api.accounts.session import client
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas import accounts as schemas
-from chalicelib.api.records import accounts as records
+from chalicelib.api.request_bodies import accounts as schemas
+from chalicelib.api.response_builders import accounts as records
 from chalicelib.services.accounts import users as accounts, administration
 from chalicelib.services.accounts.permissions import authorize
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import accounts as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "/users", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("users", shape.User))
+          response=response_shapes.page("users", shape.User))
 def list_users(call: Call):
     authorize(call.principal, "users.manage")
     rows, pagination = paginate(call.db, administration.users_query(), *call.page_args())
@@ -25,7 +25,7 @@ def list_users(call: Call):
 
 
 @endpoint(bp, "/users", "POST", auth=ADMIN, body=schemas.UserIn, status=201,
-          response=shapes.one("user", shape.User))
+          response=response_shapes.one("user", shape.User))
 def create_user(call: Call):
     authorize(call.principal, "users.manage")
     b = call.body
@@ -45,7 +45,7 @@ def show_user(call: Call, id: int):
 
 
 @endpoint(bp, "/users/{id}", "PATCH", auth=ADMIN, body=schemas.UserUpdate,
-          response=shapes.one("user", shape.User))
+          response=response_shapes.one("user", shape.User))
 def update_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = administration.update(call.db, call.principal, client(call), administration.find(call.db, id),
@@ -54,7 +54,7 @@ def update_user(call: Call, id: int):
 
 
 @endpoint(bp, "/users/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("user", shape.User))
+          response=response_shapes.deleted("user", shape.User))
 def delete_user(call: Call, id: int):
     authorize(call.principal, "users.manage")
     user = administration.find(call.db, id)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from chalice import Blueprint
 from sqlalchemy import select
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import ADMIN, Call, endpoint, paginate
-from chalicelib.api.schemas.webhooks import WebhookIn, WebhookTestIn, WebhookUpdate
-from chalicelib.api.records import management
+from chalicelib.api.request_bodies.webhooks import WebhookIn, WebhookTestIn, WebhookUpdate
+from chalicelib.api.response_builders import management
 from chalicelib.db.models import Webhook, WebhookRequest, WebhookRequestLog
 from chalicelib.services.organizations import lookup
 from chalicelib.services.webhooks import hooks as service  # also registers the events listener
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import management as shape
 
 bp = Blueprint(__name__)
 BASE = "/organizations/{org}/servers/{server}/webhooks"
@@ -25,7 +25,7 @@ def _webhook(call: Call, org: str, server: str, id: int, action: str):
 
 
 @endpoint(bp, BASE, "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("webhooks", shape.Webhook))
+          response=response_shapes.page("webhooks", shape.Webhook))
 def list_webhooks(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "webhooks.read")
     stmt = select(Webhook).where(Webhook.server_id == srv.id).order_by(Webhook.id)
@@ -34,7 +34,7 @@ def list_webhooks(call: Call, org: str, server: str):
 
 
 @endpoint(bp, BASE, "POST", auth=ADMIN, body=WebhookIn, status=201,
-          response=shapes.one("webhook", shape.Webhook))
+          response=response_shapes.one("webhook", shape.Webhook))
 def create_webhook(call: Call, org: str, server: str):
     srv = lookup.server(call.db, call.principal, org, server, "webhooks.manage")
     body = call.body
@@ -44,13 +44,13 @@ def create_webhook(call: Call, org: str, server: str):
 
 
 @endpoint(bp, BASE + "/{id}", "GET", auth=ADMIN,
-          response=shapes.one("webhook", shape.Webhook))
+          response=response_shapes.one("webhook", shape.Webhook))
 def show_webhook(call: Call, org: str, server: str, id: int):
     return {"webhook": management.webhook(_webhook(call, org, server, id, "webhooks.read")[1])}
 
 
 @endpoint(bp, BASE + "/{id}", "PATCH", auth=ADMIN, body=WebhookUpdate,
-          response=shapes.one("webhook", shape.Webhook))
+          response=response_shapes.one("webhook", shape.Webhook))
 def update_webhook(call: Call, org: str, server: str, id: int):
     """Change a webhook in place (ours; the spec has none): its log and queue are kept."""
     webhook = _webhook(call, org, server, id, "webhooks.manage")[1]
@@ -59,7 +59,7 @@ def update_webhook(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, BASE + "/{id}", "DELETE", auth=ADMIN,
-          response=shapes.deleted("webhook", shape.Webhook))
+          response=response_shapes.deleted("webhook", shape.Webhook))
 def delete_webhook(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.manage")[1]
     record = management.webhook(webhook)
@@ -68,14 +68,14 @@ def delete_webhook(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, BASE + "/{id}/enable", "POST", auth=ADMIN,
-          response=shapes.one("webhook", shape.Webhook))
+          response=response_shapes.one("webhook", shape.Webhook))
 def enable_webhook(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.manage")[1]
     return {"webhook": management.webhook(service.set_enabled(call.db, webhook, True))}
 
 
 @endpoint(bp, BASE + "/{id}/disable", "POST", auth=ADMIN,
-          response=shapes.one("webhook", shape.Webhook))
+          response=response_shapes.one("webhook", shape.Webhook))
 def disable_webhook(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.manage")[1]
     return {"webhook": management.webhook(service.set_enabled(call.db, webhook, False))}
@@ -89,7 +89,7 @@ def test_webhook(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, BASE + "/{id}/requests", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("requests", shape.WebhookRequest))
+          response=response_shapes.page("requests", shape.WebhookRequest))
 def list_requests(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.read")[1]
     stmt = (select(WebhookRequest).where(WebhookRequest.webhook_id == webhook.id)
@@ -99,7 +99,7 @@ def list_requests(call: Call, org: str, server: str, id: int):
 
 
 @endpoint(bp, BASE + "/{id}/logs", "GET", auth=ADMIN, query=q.PAGINATION,
-          response=shapes.page("logs", shape.WebhookLog))
+          response=response_shapes.page("logs", shape.WebhookLog))
 def list_logs(call: Call, org: str, server: str, id: int):
     webhook = _webhook(call, org, server, id, "webhooks.read")[1]
     stmt = (select(WebhookRequestLog).where(WebhookRequestLog.webhook_id == webhook.id)

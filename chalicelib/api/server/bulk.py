@@ -5,10 +5,10 @@ from __future__ import annotations
 from chalice import Blueprint
 
 from chalicelib.api.framework import SERVER, Call, endpoint
-from chalicelib.api.schemas.messages import BulkRequest
+from chalicelib.api.request_bodies.messages import BulkRequest
 from chalicelib.services.messages import bulk as bulk_actions
-from chalicelib import shapes
-from chalicelib.shapes import messaging as shape
+from chalicelib import response_shapes
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
@@ -26,7 +26,7 @@ def create_bulk_job(call: Call):
 
 
 @endpoint(bp, "/messages/bulk/{id}", "GET", auth=SERVER,
-          response=shapes.one("job", shape.BulkJob))
+          response=response_shapes.one("job", shape.BulkJob))
 def show_bulk_job(call: Call, id: int):
     """A bulk job's progress: status (Queued, Running, Done), matched, done, failed."""
     return {"job": bulk_actions.record(bulk_actions.find(call.db, call.server, id))}

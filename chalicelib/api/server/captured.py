@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
-from chalicelib.api.records import messaging
+from chalicelib.api.response_builders import messaging
 from chalicelib.api.server.messages import attachment_index
 from chalicelib.services.delivery.capture import REASONS
 from chalicelib.services.messages import captured, search
 from chalicelib.services.mime import view
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
@@ -22,7 +22,7 @@ bp = Blueprint(__name__)
     *q.PAGINATION,
     q.string("query", "Text found in the subject, recipient or sender."),
     q.string("reason", "Only entries kept for this reason.", enum=REASONS)),
-          response=shapes.page("captured", shape.CapturedMessage))
+          response=response_shapes.page("captured", shape.CapturedMessage))
 def list_captured(call: Call):
     """The captured-mail inbox, newest first."""
     stmt = captured.list_stmt(call.server.id, query=call.query_str("query"),
@@ -48,7 +48,7 @@ def show_captured(call: Call, id: int):  # noqa: A002  (the path parameter's nam
 
 
 @endpoint(bp, "/captured/{id}", "DELETE", auth=SERVER,
-          response=shapes.deleted("captured", shape.CapturedMessage))
+          response=response_shapes.deleted("captured", shape.CapturedMessage))
 def delete_captured(call: Call, id: int):  # noqa: A002
     """Remove one entry from the inbox (the message stays)."""
     entry, message = captured.remove(call.db, call.server.id, id)

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api.framework import SERVER, Call, endpoint
-from chalicelib.api.records import management, messaging
+from chalicelib.api.response_builders import management, messaging
 from chalicelib.services.reputation import guard
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "", "GET", auth=SERVER,
-          response=shapes.one("server", shape.ServerInfo))
+          response=response_shapes.one("server", shape.ServerInfo))
 def show_server(call: Call):
     """The authenticated server, with its send limits and this hour's and day's use, and
     its reputation guard's state."""

@@ -7,9 +7,9 @@ from sqlalchemy import select
 from chalicelib import errors
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
-from chalicelib.api.records import messaging
+from chalicelib.api.response_builders import messaging
 from chalicelib.db.models import ClickEvent, Message, OpenEvent
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 

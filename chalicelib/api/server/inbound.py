@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes, statuses
+from chalicelib import response_shapes, statuses
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate
-from chalicelib.api.records import messaging
+from chalicelib.api.response_builders import messaging
 from chalicelib.services.inbound import forward, receive
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
@@ -18,7 +18,7 @@ bp = Blueprint(__name__)
     q.string("query", "Text found in the subject, recipient or sender."),
     q.string("status", "Only messages with this status.", enum=statuses.INBOUND),
     q.boolean("held", "Only held messages (true) or only messages not held (false)")),
-          response=shapes.page("messages", shape.InboundMessage))
+          response=response_shapes.page("messages", shape.InboundMessage))
 def search_inbound(call: Call):
     status = call.query_str("status")
     held = call.query_bool("held") if call.query_str("held") is not None else None
@@ -29,20 +29,20 @@ def search_inbound(call: Call):
 
 
 @endpoint(bp, "/inbound/{id}", "GET", auth=SERVER,
-          response=shapes.one("message", shape.InboundMessage))
+          response=response_shapes.one("message", shape.InboundMessage))
 def show_inbound(call: Call, id: int):
     return {"message": messaging.inbound_message(call.db, receive.find(call.db, call.server.id, id), detail=True)}
 
 
 @endpoint(bp, "/inbound/{id}/retry", "POST", auth=SERVER,
-          response=shapes.one("message", shape.InboundMessage))
+          response=response_shapes.one("message", shape.InboundMessage))
 def retry_inbound(call: Call, id: int):
     message = forward.retry(call.db, receive.find(call.db, call.server.id, id))
     return {"message": messaging.inbound_message(call.db, message)}
 
 
 @endpoint(bp, "/inbound/{id}/bypass", "POST", auth=SERVER,
-          response=shapes.one("message", shape.InboundMessage))
+          response=response_shapes.one("message", shape.InboundMessage))
 def bypass_inbound(call: Call, id: int):
     message = forward.bypass(call.db, receive.find(call.db, call.server.id, id))
     return {"message": messaging.inbound_message(call.db, message)}

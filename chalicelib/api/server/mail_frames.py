@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api.framework import SERVER_READ, Call, endpoint
-from chalicelib.api.records import messaging
-from chalicelib.api.schemas.mail_frames import MailFrameIn
+from chalicelib.api.response_builders import messaging
+from chalicelib.api.request_bodies.mail_frames import MailFrameIn
 from chalicelib.services.mailframes import frames
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "/mail_frames", "POST", auth=SERVER_READ, body=MailFrameIn, status=201,
-          response=shapes.one("mail_frame", shape.MailFrame))
+          response=response_shapes.one("mail_frame", shape.MailFrame))
 def create_mail_frame(call: Call):
     """Issue a short-lived URL showing a mail's HTML as a mail client would; sends nothing."""
     body = call.body

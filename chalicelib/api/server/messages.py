@@ -5,16 +5,16 @@ from __future__ import annotations
 from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
 
-from chalicelib import errors, shapes, statuses
-from chalicelib.api.records import messaging
+from chalicelib import errors, response_shapes, statuses
+from chalicelib.api.response_builders import messaging
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint, paginate, validation_error_from
-from chalicelib.api.schemas.messages import BatchRequest, SendRequest
+from chalicelib.api.request_bodies.messages import BatchRequest, SendRequest
 from chalicelib.db.models import Message
 from chalicelib.services.messages import actions, search
 from chalicelib.services.mime import view
 from chalicelib.services.sending import submission
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 from chalicelib.services.failures import CATEGORIES
 
 bp = Blueprint(__name__)
@@ -56,7 +56,7 @@ def send_batch(call: Call):
     q.string("query", "Text found in the subject, recipient or sender."),
     q.string("bounce_category", "Only messages whose last failure or bounce has this category.",
              enum=CATEGORIES)),
-          response=shapes.page("messages", shape.Message))
+          response=response_shapes.page("messages", shape.Message))
 def list_messages(call: Call):
     page, per_page = call.page_args()
     stmt = search.list_stmt(
@@ -79,7 +79,7 @@ def _deliveries(call: Call, message: Message) -> list[dict]:
 
 
 @endpoint(bp, "/messages/{id}", "GET", auth=SERVER,
-          response=shapes.one("message", shape.MessageDetail))
+          response=response_shapes.one("message", shape.MessageDetail))
 def show_message(call: Call, id: int):
     message = find_message(call, id)
     record = messaging.message(message, search.stream_permalinks(call.db, [message.stream_id])
@@ -102,14 +102,14 @@ def _message_answer(call: Call, message: Message) -> dict:
 
 
 @endpoint(bp, "/messages/{id}/retry", "POST", auth=SERVER,
-          response=shapes.one("message", shape.Message))
+          response=response_shapes.one("message", shape.Message))
 def retry_message(call: Call, id: int):
     """Requeue a Held or HardFail outgoing message for a fresh delivery."""
     return _message_answer(call, actions.retry(call.db, find_message(call, id)))
 
 
 @endpoint(bp, "/messages/{id}/cancel", "POST", auth=SERVER,
-          response=shapes.one("message", shape.Message))
+          response=response_shapes.one("message", shape.Message))
 def cancel_message(call: Call, id: int):
     """Cancel a Scheduled or Pending message that has not been attempted yet."""
     return _message_answer(call, actions.cancel(call.db, find_message(call, id)))

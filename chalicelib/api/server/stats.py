@@ -6,7 +6,7 @@ from chalice import Blueprint
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, Call, endpoint
 from chalicelib.services.tracking import stats
-from chalicelib.shapes import stats as shape
+from chalicelib.response_shapes import stats as shape
 
 bp = Blueprint(__name__)
 

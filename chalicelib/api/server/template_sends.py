@@ -8,12 +8,12 @@ from chalice import Blueprint
 from pydantic import ValidationError as PydanticValidationError
 
 from chalicelib.api.framework import SERVER, Call, endpoint, validation_error_from
-from chalicelib.api.schemas.messages import SendRequest
-from chalicelib.api.schemas.template_sends import (TemplateBatchRequest, TemplateSendRequest,
+from chalicelib.api.request_bodies.messages import SendRequest
+from chalicelib.api.request_bodies.template_sends import (TemplateBatchRequest, TemplateSendRequest,
                                                    shared_fields)
 from chalicelib.db.models import Template
 from chalicelib.services.sending import submission, template_sends, templates
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 

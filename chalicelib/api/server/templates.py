@@ -3,20 +3,20 @@ from __future__ import annotations
 
 from chalice import Blueprint
 
-from chalicelib import shapes
+from chalicelib import response_shapes
 from chalicelib.api import query as q
 from chalicelib.api.framework import SERVER, SERVER_READ, Call, endpoint, paginate
-from chalicelib.api.schemas.templates import RenderIn, TemplateIn, TemplateUpdate
+from chalicelib.api.request_bodies.templates import RenderIn, TemplateIn, TemplateUpdate
 from chalicelib.api.server.streams import INCLUDE_ARCHIVED
-from chalicelib.api.records import messaging
+from chalicelib.api.response_builders import messaging
 from chalicelib.services.sending import templates
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import messaging as shape
 
 bp = Blueprint(__name__)
 
 
 @endpoint(bp, "/templates", "GET", auth=SERVER, query=(*q.PAGINATION, INCLUDE_ARCHIVED),
-          response=shapes.page("templates", shape.Template))
+          response=response_shapes.page("templates", shape.Template))
 def list_templates(call: Call):
     """List templates without their bodies (archived ones with include_archived=true)."""
     stmt = templates.list_query(call.server,
@@ -27,7 +27,7 @@ def list_templates(call: Call):
 
 
 @endpoint(bp, "/templates", "POST", auth=SERVER, body=TemplateIn, status=201,
-          response=shapes.one("template", shape.Template))
+          response=response_shapes.one("template", shape.Template))
 def create_template(call: Call):
     """Create a template; a part that does not parse is refused with its line and column."""
     template = templates.create(call.db, call.server, **call.body.model_dump())
@@ -35,14 +35,14 @@ def create_template(call: Call):
 
 
 @endpoint(bp, "/templates/{permalink}", "GET", auth=SERVER,
-          response=shapes.one("template", shape.Template))
+          response=response_shapes.one("template", shape.Template))
 def show_template(call: Call, permalink: str):
     """Show a template with its subject and bodies, archived or not."""
     return {"template": messaging.template(templates.find(call.db, call.server, permalink))}
 
 
 @endpoint(bp, "/templates/{permalink}", "PATCH", auth=SERVER, body=TemplateUpdate,
-          response=shapes.one("template", shape.Template))
+          response=response_shapes.one("template", shape.Template))
 def update_template(call: Call, permalink: str):
     """Update the fields given; changed parts are validated again."""
     template = templates.find(call.db, call.server, permalink)
@@ -51,7 +51,7 @@ def update_template(call: Call, permalink: str):
 
 
 @endpoint(bp, "/templates/{permalink}/archive", "POST", auth=SERVER,
-          response=shapes.one("template", shape.Template))
+          response=response_shapes.one("template", shape.Template))
 def archive_template(call: Call, permalink: str):
     """Archive a template: it stays readable, but renders and sends answer 404."""
     template = templates.archive(templates.find(call.db, call.server, permalink))
@@ -60,7 +60,7 @@ def archive_template(call: Call, permalink: str):
 
 
 @endpoint(bp, "/templates/{permalink}/unarchive", "POST", auth=SERVER,
-          response=shapes.one("template", shape.Template))
+          response=response_shapes.one("template", shape.Template))
 def unarchive_template(call: Call, permalink: str):
     """Bring an archived template back: renders and template sends find it again."""
     template = templates.unarchive(templates.find(call.db, call.server, permalink))

@@ -17,8 +17,8 @@ from chalicelib.config import get_settings
 from chalicelib.db.models import User
 from chalicelib.services.accounts import audit
 from chalicelib.services.security import keys
-from chalicelib.shapes import builds
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import accounts as shape
 
 INTERVAL = 30
 ISSUER = "Email Service"

@@ -21,8 +21,8 @@ from chalicelib.db import tenancy, unique
 from chalicelib.db.models import Membership, Passkey, PasswordResetToken, User, UserSession
 from chalicelib.services.accounts import audit, passwords, sessions, totp
 from chalicelib.services.security.tokens import generate_secret, hash_secret
-from chalicelib.shapes import builds
-from chalicelib.shapes import accounts as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import accounts as shape
 
 NAME_FIELDS = ("first_name", "last_name")
 

@@ -34,7 +34,7 @@ from chalicelib import clock, observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
 from chalicelib.services.delivery import (capture, egress, mta_sts, pacing,
-                                         recorder as recording, smtp, steps)
+                                         recorder as recording, client, steps)
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import policy as suppressions
 
@@ -51,7 +51,7 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         return hold_message(db, message, worker, recorder, hold)
     reason = steps.unsignable(message)
     if reason is not None:
-        return record(db, message, worker, recorder, smtp.Outcome(smtp.HARD, reason), None)
+        return record(db, message, worker, recorder, client.Outcome(client.HARD, reason), None)
     raw = size = None
     data = message.sent
     if data is None:
@@ -68,9 +68,9 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         db.commit()
     domain = message.rcpt_to.rpartition("@")[2]
     try:
-        route = smtp.route(domain, path)
-    except smtp.TargetError as exc:
-        outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
+        route = client.route(domain, path)
+    except client.TargetError as exc:
+        outcome = client.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
         return record(db, message, worker, recorder, outcome, None, raw, size)
     wait = pacer.admit(db, message, route.hosts, mx=route.to_mx)
     if wait is not None:
@@ -86,7 +86,7 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         raw = None
 
     try:
-        outcome = smtp.send(route.hosts, mail_from=steps.return_path(message),
+        outcome = client.send(route.hosts, mail_from=steps.return_path(message),
                             rcpt_to=message.rcpt_to, data=data, before_data=before_data,
                             egress=path, policy=policy, relayed=route.relayed,
                             downgrade=steps.seven_bit(message),  # issue 32: no 8BITMIME
@@ -117,7 +117,7 @@ def pace(db, message, worker: str, recorder: Recorder, wait: pacing.Wait,
     return _said("paced", recorder.write(db, pending))
 
 
-def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
+def record(db, message, worker: str, recorder: Recorder, outcome: client.Outcome,
            attempt_id: int | None, raw: bytes | None = None, size: int | None = None) -> str:
     """Decide what ``outcome`` means for the message and write it; ``size``: of the bytes
     prepared for this first attempt."""
@@ -133,7 +133,7 @@ def record(db, message, worker: str, recorder: Recorder, outcome: smtp.Outcome,
     if size is not None:
         values = {**values, "size": size}
     # DELIVERY_RELAY=capture: kept, not sent; the inbox entry commits with the outcome.
-    captured = capture.CAPTURED if outcome.status == smtp.SENT and \
+    captured = capture.CAPTURED if outcome.status == client.SENT and \
         outcome.host == capture.HOST else None
     pending = recording.outcome(
         db, message, worker, values, event=decision.event, attempt=attempt_row,

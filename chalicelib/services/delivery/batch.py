@@ -13,7 +13,7 @@ What a batch changes
   there: suppressed, DNS failure, refused at MAIL or RCPT). SQLite commits the claim at once
   (its write lock would stop every other writer during the network I/O).
 * **Destinations side by side.** Claimed messages are grouped by recipient domain; each
-  domain's messages go, in order, over one SMTP session (``smtp.py`` keeps it, with RSET
+  domain's messages go, in order, over one SMTP session (``client.py`` keeps it, with RSET
   between messages when needed; a dropped session or a 421 is replaced by a fresh one
   before anything of the next message is sent), while the batch's other domains run beside
   it on the process's delivery I/O pool (``concurrency.py``, DELIVERY_CONCURRENCY), each on

@@ -32,7 +32,7 @@ be sent (signed). The ``Plan``:
 
 Whether a message needs SMTPUTF8 is the one rule of ``mime.needs_smtputf8``: its header
 block or an envelope address (sender or recipient, domains taken as A-labels) is not ASCII.
-DNS lookups of a recipient domain use ``ascii_domain`` (``smtp.targets``).
+DNS lookups of a recipient domain use ``ascii_domain`` (``client.targets``).
 """
 from __future__ import annotations
 

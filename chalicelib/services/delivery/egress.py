@@ -86,7 +86,7 @@ class Egress:
 
     @property
     def key(self) -> str | None:
-        """Sessions are reused only within one pool (``smtp.py``'s cache)."""
+        """Sessions are reused only within one pool (``client.py``'s cache)."""
         return self.pool
 
     @property

@@ -1,5 +1,5 @@
 """MTA-STS (RFC 8461) for the mail we send: a recipient domain's policy, discovered, fetched,
-cached and handed to ``smtp.send``, which enforces it (``Policy.matches`` and the TLS modes of
+cached and handed to ``client.send``, which enforces it (``Policy.matches`` and the TLS modes of
 ``connect.py``).
 
 * **Discovery.** The TXT record at ``_mta-sts.<domain>`` (through DNS_RESOLVERS): exactly one

@@ -29,7 +29,7 @@ from chalicelib.db import session_scope, tenancy
 
 from chalicelib.db.models import Delivery, Domain, Message
 from chalicelib.services import content
-from chalicelib.services.delivery import egress, mta_sts, relay_report, smtp, steps
+from chalicelib.services.delivery import egress, mta_sts, relay_report, client, steps
 from chalicelib.services.delivery.connect import text
 
 
@@ -84,12 +84,12 @@ def relay(mail_from: str, rcpt_to: str, data: bytes, peer: str) -> str:
         downgrade = _seven_bit(db, message)
     domain = rcpt_to.rpartition("@")[2]
     try:
-        route = smtp.route(domain, path)
-    except smtp.TargetError as exc:
-        outcome = smtp.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
+        route = client.route(domain, path)
+    except client.TargetError as exc:
+        outcome = client.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
     else:
         policy = mta_sts.policy_for(domain) if route.to_mx else None
-        outcome = smtp.send(route.hosts, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
+        outcome = client.send(route.hosts, mail_from=mail_from, rcpt_to=rcpt_to, data=data,
                             egress=path, policy=policy, downgrade=downgrade)
     observability.log("delivery.relayed", "info" if outcome.status == statuses.SENT else
                       "warning", message_id=message_id, server_id=server_id, client=peer,
@@ -109,7 +109,7 @@ def _seven_bit(db, message):
                                            dkim_key=domain.dkim_private_key_encrypted))
 
 
-def reply(outcome: smtp.Outcome) -> str:
+def reply(outcome: client.Outcome) -> str:
     """The answer to the worker's DATA: the MX's code (ours when none answered), the report
     line, the MX's text (or what went wrong)."""
     code = outcome.code or {statuses.SENT: 250, statuses.HARD_FAIL: 550}.get(outcome.status, 451)

@@ -78,7 +78,7 @@ from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import DeliveryDestination, DeliveryLease
-from chalicelib.services.delivery import sessions, smtp, writes
+from chalicelib.services.delivery import sessions, client, writes
 from chalicelib.services.failures import enhanced_status
 from chalicelib.services.failures.rules import GREYLISTING
 
@@ -156,9 +156,9 @@ def destination(domain: str, mx_hosts: list[tuple[str, int]]) -> tuple[str, Rule
                         settings.delivery_pacing_per_minute)
 
 
-def is_throttle(outcome: smtp.Outcome) -> bool:
+def is_throttle(outcome: client.Outcome) -> bool:
     """A reply saying "too fast, try later": 421, or a 4xx whose enhanced status is 4.7.x."""
-    if outcome.status != smtp.SOFT or outcome.code is None:
+    if outcome.status != client.SOFT or outcome.code is None:
         return False
     text = outcome.output or ""
     if GREYLISTING.search(text):  # the words of failures' "greylisted" rule
@@ -383,7 +383,7 @@ class Pacer:
         ``hosts`` are the recipient domain's MX hosts (not DELIVERY_RELAY nor the pool's
         relay), so a rule may find the destination by them."""
         previous, self.current, self.pending = self.current, None, None
-        if hosts == [smtp.CAPTURE]:  # nothing leaves the machine: nothing to pace
+        if hosts == [client.CAPTURE]:  # nothing leaves the machine: nothing to pace
             return None
         pool = message.ip_pool_id or 0
         name, rule, limits = self._destination(message.rcpt_to.rpartition("@")[2],
@@ -459,7 +459,7 @@ class Pacer:
         # None: the row changed between the two statements; try again shortly.
         return wait or _slot_wait(pool, name, limits, now)
 
-    def settle(self, db, outcome: smtp.Outcome, admission: Admission | None = None) -> None:
+    def settle(self, db, outcome: client.Outcome, admission: Admission | None = None) -> None:
         """After an attempt: a throttle reply backs the destination off for every worker; a
         delivery ends a row of throttles. ``admission``: the message's, when its marker
         admitted it (its throttles are the destination's as of then)."""
@@ -470,10 +470,10 @@ class Pacer:
         pool, name, limits, throttles = self.current
         if is_throttle(outcome):
             _back_off(db, pool, name, limits, throttles, outcome)
-        elif outcome.status == smtp.SENT and throttles:
+        elif outcome.status == client.SENT and throttles:
             _run(db, _delivered_statements, {"p_pool": pool, "p_dest": name})
             self.current = (pool, name, limits, 0)
-        if outcome.status not in (smtp.SENT, smtp.HARD):
+        if outcome.status not in (client.SENT, client.HARD):
             # A deferral, a throttle or a broken session: the next message for the
             # destination asks before it connects, not at its marker.
             self.current = None
@@ -597,7 +597,7 @@ def _ticket(db, pool: int, name: str, limits: _Limits, base: datetime, now: date
 
 
 def _back_off(db, pool: int, name: str, limits: _Limits, throttles: int,
-              outcome: smtp.Outcome) -> None:
+              outcome: client.Outcome) -> None:
     now = clock.now()
     seconds = min(limits.backoff_max, limits.backoff_base * 2 ** min(throttles, 30))
     until = now + timedelta(seconds=seconds)

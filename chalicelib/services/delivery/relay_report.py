@@ -6,7 +6,7 @@ the MX's reply code and a first line such as::
 
     [relay host=mx.example.net source=203.0.113.5 tls=verified mta-sts=enforce stage=done refused=-]
 
-The worker (``smtp.send`` with ``relayed``) then records the attempt as the MX's: its host,
+The worker (``client.send`` with ``relayed``) then records the attempt as the MX's: its host,
 the pool address the relay bound, TLS and MTA-STS of the hop that matters, and whether the
 recipient (not the sender) was refused. Another relay's reply (a plain smarthost) has no such
 line and is recorded as it is.
@@ -23,7 +23,7 @@ _REFUSED = {"sender": "the sender", "recipient": "the recipient", "message": "th
 
 
 def line(outcome) -> str:
-    """The report line of an ``smtp.Outcome`` (the relay's side)."""
+    """The report line of an ``client.Outcome`` (the relay's side)."""
     tls = "verified" if outcome.tls_verified else "unverified" if outcome.tls else "none"
     refused = "-"
     if outcome.status == statuses.HARD_FAIL:

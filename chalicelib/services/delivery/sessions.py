@@ -7,7 +7,7 @@ keeps open to a destination, busy or idle, never outnumber the slots it holds th
 every worker together never opens more than the destination's limit.
 
 * **In use.** A worker run (``pacing.Pacer``) holds a slot while it delivers to the
-  destination; its messages go over the slot's session one after another (``smtp.py`` opens
+  destination; its messages go over the slot's session one after another (``client.py`` opens
   it, or replaces it when it breaks or the next message goes to another MX host).
 * **Parked.** When the run is done with the destination and the session is still good, the
   slot is parked here with its session, idle, instead of being given back: the next run of

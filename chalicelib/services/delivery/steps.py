@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 
 from chalicelib import clock, statuses
 from chalicelib.services import failures, mime
-from chalicelib.services.delivery import retry, smtp
+from chalicelib.services.delivery import retry, client
 from chalicelib.services.dkim import keys as dkim_keys, signer
 from chalicelib.services.domains import names as domain_names
 from chalicelib.services.suppressions import unsubscribe
@@ -97,29 +97,29 @@ class Decision(NamedTuple):
     verdict: failures.Verdict | None = None
 
 
-def decide(message, outcome: smtp.Outcome) -> Decision:
+def decide(message, outcome: client.Outcome) -> Decision:
     now = clock.now()
     attempts = message.attempts + 1
     status, details = outcome.status, outcome.details
     values = {"attempts": attempts, "last_attempt_at": now}
     attempt_status = status
     retry_in = suppress = None
-    if status == smtp.SENT:
+    if status == client.SENT:
         values.update(status=statuses.SENT, sent_at=now, next_attempt_at=None)
         event = ("MessageSent", details)
-    elif status == smtp.SOFT and (retry_in := retry.delay_seconds(attempts)) is not None:
+    elif status == client.SOFT and (retry_in := retry.delay_seconds(attempts)) is not None:
         next_at = now + timedelta(seconds=retry_in)
         values.update(status=statuses.SOFT_FAIL, next_attempt_at=next_at)
         event = ("MessageDelayed", f"{details}; attempt {attempts} of {retry.max_attempts()}, "
                                    f"next attempt at {next_at.replace(microsecond=0).isoformat()}Z")
     else:
-        if status == smtp.SOFT:
+        if status == client.SOFT:
             details = f"retries exhausted after {attempts} attempts; last: {details}"
-            attempt_status = smtp.HARD
+            attempt_status = client.HARD
         values.update(status=statuses.HARD_FAIL, next_attempt_at=None)
         event = ("MessageDeliveryFailed", details)
     category = reason = verdict = None
-    if status != smtp.SENT:
+    if status != client.SENT:
         verdict = failure_verdict(outcome, details)
         category, reason = verdict.category, verdict.reason
         # kept when a retry is sent
@@ -141,13 +141,13 @@ def decide(message, outcome: smtp.Outcome) -> Decision:
     return Decision(values, event, attempt, retry_in, suppress, verdict)
 
 
-def failure_verdict(outcome: smtp.Outcome, details: str) -> failures.Verdict:
+def failure_verdict(outcome: client.Outcome, details: str) -> failures.Verdict:
     """The verdict on a failed attempt: the remote reply (code and text), or the DNS when no
     host was tried and the domain takes no mail; a permanent refusal of the envelope sender
     is never about the recipient, and a refusal of the data after the recipient was accepted
     suppresses only when repeated."""
     no_route = outcome.host is None and outcome.recipient_rejected
-    sender = outcome.status == smtp.HARD and outcome.host is not None and \
+    sender = outcome.status == client.HARD and outcome.host is not None and \
         not outcome.recipient_rejected and (outcome.code or 0) >= 500
     return failures.classify(code=outcome.code, text=outcome.output or details,
                              no_route=no_route, sender=sender,

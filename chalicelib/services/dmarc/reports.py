@@ -26,8 +26,8 @@ from chalicelib.config import get_settings
 from chalicelib.db.models import DmarcRecord, DmarcReport, Domain, IPAddress, IPPool
 from chalicelib.services.dmarc import addresses
 from chalicelib.services.tracking.stats import resolve_range  # noqa: F401  (the same default range)
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import management as shape
 
 MAX_DAYS = 1000
 RESULTS = ("pass", "fail")
@@ -68,7 +68,7 @@ def own_networks(db: Session) -> list[tuple[ipaddress.IPv4Network | ipaddress.IP
                 networks.append((ipaddress.ip_network(value), f"IP pool {pool}"))
     relay = get_settings().delivery_relay.strip()
     if relay and relay.lower() not in ("mx", "capture"):
-        from chalicelib.services.delivery.smtp import parse_relay
+        from chalicelib.services.delivery.client import parse_relay
 
         host = parse_relay(relay)[0]
         networks += [(ipaddress.ip_network(a), f"relay {host}") for a in _relay_addresses(host)]

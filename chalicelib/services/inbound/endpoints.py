@@ -137,7 +137,7 @@ def _check_smtp_host(host: str, port: int) -> str | None:
 
 
 def _smtp(hosts: list[tuple[str, int]], mail_from: str, rcpt_to: str, raw: bytes) -> Attempt:
-    from chalicelib.services.delivery import smtp as delivery  # the outgoing SMTP client, shared
+    from chalicelib.services.delivery import client as delivery  # the outgoing SMTP client, shared
     from chalicelib.services.mime import lines
 
     # Stored as it came (lines over 998 octets included); sent on, those lines are made
@@ -164,7 +164,7 @@ def deliver(endpoint: dict, message: dict, raw: bytes, *, return_path: str) -> A
             return Attempt(FAILED, f"SMTP endpoint refused: {problem}")
         return _smtp([(host.strip("[]"), port)], message["mail_from"], message["rcpt_to"], raw)
     if kind == "address":
-        from chalicelib.services.delivery import smtp as delivery
+        from chalicelib.services.delivery import client as delivery
 
         address = endpoint["address"]
         try:

@@ -19,8 +19,8 @@ from chalicelib.db.models import Server, Template
 from chalicelib.services.organizations.organizations import (permalink_taken,
                                                               save_with_permalink,
                                                               unique_permalink)
-from chalicelib.shapes import builds
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import messaging as shape
 
 PARTS = ("subject", "html_body", "text_body")
 

@@ -31,8 +31,8 @@ from chalicelib import clock, errors, statuses
 from chalicelib.db import counters
 from chalicelib.db.models import (ClickEvent, Delivery, Message, MessageEvent, OpenEvent,
                                   StatCounter, Stream)
-from chalicelib.shapes import builds
-from chalicelib.shapes import stats as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import stats as shape
 
 DEFAULT_RANGE = timedelta(days=30)
 INTERVALS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}

@@ -18,8 +18,8 @@ from chalicelib.db import claims
 from chalicelib.services.messages import events
 from chalicelib.services.webhooks import payload
 from chalicelib.services.security import keys, url_safety
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import management as shape
 
 EVENTS = events.EVENTS
 MASK = "••••••"

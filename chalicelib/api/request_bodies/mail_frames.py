@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from chalicelib.api.schemas import Schema
+from chalicelib.api.request_bodies import Schema
 
 
 class MailFrameIn(Schema):

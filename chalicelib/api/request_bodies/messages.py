@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from chalicelib.api.schemas import Schema
+from chalicelib.api.request_bodies import Schema
 
 
 # An Address is "a@b.example", "Name <a@b.example>" or {"email", "name"}; an Attachment is

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from chalicelib.shapes import Pagination, record
-from chalicelib.shapes.management import SendLimits
-from chalicelib.shapes.reputation import ReputationBrief
+from chalicelib.response_shapes import Pagination, record
+from chalicelib.response_shapes.management import SendLimits
+from chalicelib.response_shapes.reputation import ReputationBrief
 
 
 @record

@@ -5,8 +5,8 @@ from __future__ import annotations
 from chalicelib.config import Settings
 from chalicelib.db.models import AuthEvent, Invitation, Membership, Passkey, User, UserSession
 from chalicelib.services.accounts import members
-from chalicelib.shapes import builds
-from chalicelib.shapes import accounts as shape, management as management_shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import accounts as shape, management as management_shape
 
 
 @builds(shape.User)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool
 
-from chalicelib.api.schemas import Name, Schema
+from chalicelib.api.request_bodies import Name, Schema
 
 
 class WebhookIn(Schema):

@@ -1,4 +1,5 @@
-"""One delivery attempt of one outgoing message over SMTP (no database in here).
+"""The sending SMTP client (outgoing mail; the receiving gateway is ``chalicelib/smtp/``): one
+delivery attempt of one outgoing message over SMTP (no database in here).
 
 ``route(domain, egress)`` answers where the mail goes: nowhere when DELIVERY_RELAY is
 ``capture`` (kept in the captured-mail inbox, see capture.py); the IP pool's relay when the pool sends through

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from chalicelib.api.schemas import Name, Schema
+from chalicelib.api.request_bodies import Name, Schema
 
 
 class StreamIn(Schema):

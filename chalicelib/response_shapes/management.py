@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from chalicelib.shapes import record
-from chalicelib.shapes.reputation import ReputationBrief, SignalHealth
+from chalicelib.response_shapes import record
+from chalicelib.response_shapes.reputation import ReputationBrief, SignalHealth
 
 
 @record

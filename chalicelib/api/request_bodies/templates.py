@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.api.schemas import Name, Schema
+from chalicelib.api.request_bodies import Name, Schema
 
 
 class TemplateIn(Schema):

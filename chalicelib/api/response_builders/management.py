@@ -1,7 +1,7 @@
 """Records of management resources in answers (the spec leaves them open; we follow what
 Postal's and Postmark's users know): organizations, servers, domains, credentials, IP pools,
 admin keys, suppressions, webhooks and their requests, routes. Shapes in
-chalicelib/shapes/management.py."""
+chalicelib/response_shapes/management.py."""
 from __future__ import annotations
 
 import json
@@ -16,9 +16,9 @@ from chalicelib.services.webhooks import hooks
 from chalicelib.services.dkim import keys as dkim_keys
 from chalicelib.services.domains import names as domain_names, records as domain_records
 from chalicelib.services.reputation import guard, signals
-from chalicelib import shapes
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape, reputation as reputation_shape
+from chalicelib import response_shapes
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import management as shape, reputation as reputation_shape
 
 
 @builds(shape.Organization)
@@ -68,7 +68,7 @@ def domain(dom: Domain) -> dict:
                 "verified": dom.tracking_verified_at is not None,
                 "verified_at": dom.tracking_verified_at},
             "dkim_keys": dkim_keys.listing(dom),
-            "dns_records": shapes.check(shape.DnsRecords, domain_records.dns_records(dom)),
+            "dns_records": response_shapes.check(shape.DnsRecords, domain_records.dns_records(dom)),
             # The last DNS check as GET .../check answered it (kept, not looked up again).
             "dns_check": dns_check(dom.dns_check, dom.checked_at),
             "signals": signal_health(object_session(dom), signals.for_domain(dom.id)),

@@ -1,11 +1,11 @@
 """Records of a domain's DMARC reports and their rows (services/dmarc/). Shapes in
-chalicelib/shapes/management.py."""
+chalicelib/response_shapes/management.py."""
 from __future__ import annotations
 
 from chalicelib.db.models import DmarcRecord, DmarcReport
 from chalicelib.services.dmarc import reports
-from chalicelib.shapes import builds
-from chalicelib.shapes import management as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import management as shape
 
 
 @builds(shape.DmarcReport)

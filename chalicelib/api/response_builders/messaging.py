@@ -1,5 +1,5 @@
 """Records of mail in answers: messages, delivery attempts, events, bounces, opens and clicks,
-inbound messages, captured-mail entries, streams, templates and mail frames (shapes in chalicelib/shapes/messaging.py). A
+inbound messages, captured-mail entries, streams, templates and mail frames (shapes in chalicelib/response_shapes/messaging.py). A
 message's ``show`` adds ``events`` (its history) and ``deliveries`` (MessageDetail).
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from chalicelib.db.models import (CapturedMessage, ClickEvent, Credential, Deliv
                                   Template)
 from chalicelib.services.mailframes import frames
 from chalicelib.services.messages import search
-from chalicelib.shapes import builds
-from chalicelib.shapes import messaging as shape
+from chalicelib.response_shapes import builds
+from chalicelib.response_shapes import messaging as shape
 
 SCOPES = ("incoming", "outgoing")
 

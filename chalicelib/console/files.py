@@ -9,7 +9,7 @@ import os
 import re
 import stat
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # chalicelib/
 _CANDIDATES = (os.path.join(_HERE, "console_files"),
                os.path.join(os.path.dirname(_HERE), "console"))
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from chalicelib.shapes import record
+from chalicelib.response_shapes import record
 
 
 @record

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from chalicelib.api.schemas import DomainName, Name, Schema
+from chalicelib.api.request_bodies import DomainName, Name, Schema
 
 
 def _time_zone(value: str | None) -> str | None:

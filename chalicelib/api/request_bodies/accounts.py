@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from chalicelib.api.schemas import Name as RequiredName, Schema
+from chalicelib.api.request_bodies import Name as RequiredName, Schema
 from chalicelib.services.accounts.passwords import MAX_PASSWORD_LENGTH
 
 Email = Field(min_length=1, max_length=255)

@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Optional
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from chalicelib.api.schemas import Schema
-from chalicelib.api.schemas.messages import SendRequest
+from chalicelib.api.request_bodies import Schema
+from chalicelib.api.request_bodies.messages import SendRequest
 
 MAX_BATCH = 500
 
