@@ -63,6 +63,7 @@ sys.path.insert(0, ROOT)
 
 from bench import latency_rig as rig  # noqa: E402
 from bench.common import ADMIN_KEY, STACK_ENV  # noqa: E402
+from bench.latency_rig import new_database_url, wait_for  # noqa: E402
 
 BATCH = 500
 WARM_UP = 20
@@ -137,15 +138,6 @@ class Rig:
                 proc.kill()
 
 
-def wait_for(read, target: int, what: str, timeout: float = 900) -> float:
-    deadline = time.perf_counter() + timeout
-    while read() < target:
-        if time.perf_counter() > deadline:
-            raise RuntimeError(f"timed out: {read()} of {target} {what}")
-        time.sleep(0.002)
-    return time.perf_counter()
-
-
 def entries(sender: str, destinations: list[int], tag: str, first: int = 0) -> list[dict]:
     return [{"from": f"App <{sender}>", "to": [f"user{first + i}@{rig.destination_domain(k)}"],
              "subject": f"Latency {tag} {first + i}", "text_body": BODY, "tag": tag}
@@ -171,21 +163,6 @@ def spread(n: int, destinations: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------- the service
-
-def new_database_url(folder: str, label: str, url: str) -> str:
-    if url:
-        from bench.bench_pipeline import ensure_database
-
-        ensure_database(url)
-        from bench.common import prepare_database
-
-        env = dict(os.environ)
-        prepare_database(url)  # empties it (drops the public schema)
-        os.environ.clear()
-        os.environ.update(env)
-        return url
-    return f"sqlite:///{os.path.join(folder, label + '.db')}"
-
 
 def measure_service(world: Rig, n: int, database_url: str, folder: str, label: str,
                     extra_env: dict | None = None) -> dict:

@@ -23,8 +23,10 @@ CPU and GIL are not the service's nor the reference sender's."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
+import time
 
 FIRST_OCTET = 10          # destination k is 127.0.0.(FIRST_OCTET + k)
 MAX_DESTINATIONS = 200    # 127.0.0.10 .. 127.0.0.209
@@ -293,3 +295,27 @@ def serve_proxy(destinations: int, mx_port: int, sink_port: int, hook_port: int,
     stop.wait()
     for proxy in proxies:
         proxy.stop()
+
+
+def wait_for(read, target: int, what: str, timeout: float = 900) -> float:
+    deadline = time.perf_counter() + timeout
+    while read() < target:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"timed out: {read()} of {target} {what}")
+        time.sleep(0.002)
+    return time.perf_counter()
+
+
+def new_database_url(folder: str, label: str, url: str) -> str:
+    if url:
+        from bench.bench_pipeline import ensure_database
+
+        ensure_database(url)
+        from bench.common import prepare_database
+
+        env = dict(os.environ)
+        prepare_database(url)  # empties it (drops the public schema)
+        os.environ.clear()
+        os.environ.update(env)
+        return url
+    return f"sqlite:///{os.path.join(folder, label + '.db')}"

@@ -229,7 +229,7 @@ def submit(port: int, user: str, password: str, sender: str, count: int) -> None
 
 
 def _measure(world, count: int, port: int, user: str, password: str, sender: str, cpu) -> dict:
-    from bench.bench_latency import wait_for
+    from bench.latency_rig import wait_for
 
     sent0 = world.counters.messages[0]
     cpu0 = cpu()
@@ -243,7 +243,7 @@ def compare(world, count: int, folder: str, database_url: str,
             settings: dict | None = None) -> dict:
     """Postfix + OpenDKIM against make run's gateway + delivery, each ``count`` messages
     (after 20 of warm-up) to the sink; returns {"n", "postfix", "service"} or {"error"}."""
-    from bench.bench_latency import new_database_url
+    from bench.latency_rig import new_database_url
     from bench.common import ADMIN_KEY
     from bench.make_run import MakeRun, tree_cpu
     from tests.support import Api, make_tenant
@@ -274,7 +274,7 @@ def compare(world, count: int, folder: str, database_url: str,
         sender = f"app@{tenant.domain}"
         sent0 = world.counters.messages[0]
         submit(stack.smtp_port, "bench", tenant.smtp_key, sender, 20)  # warm-up
-        from bench.bench_latency import wait_for
+        from bench.latency_rig import wait_for
 
         wait_for(lambda: world.counters.messages[0], sent0 + 20, "warm-up messages")
         figures["service"] = _measure(world, count, stack.smtp_port, "bench", tenant.smtp_key,
