@@ -51,6 +51,7 @@ import argparse
 import multiprocessing as mp
 import os
 import queue as queue_module
+import signal
 import smtplib
 import statistics
 import sys
@@ -165,8 +166,11 @@ def spread(n: int, destinations: int) -> list[int]:
 # --------------------------------------------------------------------------- the service
 
 def measure_service(world: Rig, n: int, database_url: str, folder: str, label: str,
-                    extra_env: dict | None = None) -> dict:
-    """One ``make run`` phase: N messages to the destinations at the current round trip."""
+                    extra_env: dict | None = None, profile: str = "") -> dict:
+    """One ``make run`` phase: N messages to the destinations at the current round trip.
+    ``profile``: py-spy records the stack's process tree over the timed part into that file
+    (collapsed stacks; ``bench/profile_summary.py`` reads it)."""
+    from bench.bench_pipeline import start_profile
     from bench.make_run import MakeRun, describe, tree_cpu
     from tests.support import Api, make_tenant
 
@@ -186,6 +190,7 @@ def measure_service(world: Rig, n: int, database_url: str, folder: str, label: s
         wait_for(lambda: hooks[1], hooks0 + WARM_UP, "warm-up webhooks")
         sent0, hooks0 = counters.messages[0], hooks[1]
         counters.reset_peaks()
+        spy = start_profile(stack.pid, profile) if profile else None
         cpu0 = tree_cpu(stack.pid)
         started = time.perf_counter()
         post_messages(api, tenant, spread(n, world.destinations), label)
@@ -194,6 +199,9 @@ def measure_service(world: Rig, n: int, database_url: str, folder: str, label: s
         peaks = counters.peaks(world.destinations)
         notified = wait_for(lambda: hooks[1], hooks0 + n, "webhooks")
         cpu = tree_cpu(stack.pid) - cpu0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         processes = describe(stack.pid)
     finally:
         stack.stop()
@@ -457,6 +465,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="200 messages, 24 destinations, 50 ms only, 1 Lambda round, "
                         "300 Postfix messages")
+    parser.add_argument("--profile", default="", metavar="PREFIX",
+                        help="py-spy the stack over each timed phase into PREFIX-<rtt>.txt")
     parser.add_argument("--results", action="store_true",
                         help="print a markdown block for bench/RESULTS.md")
     args = parser.parse_args(argv)
@@ -476,7 +486,8 @@ def main(argv: list[str] | None = None) -> None:
         for rtt in round_trips:
             world.set_round_trip(rtt)
             service = measure_service(world, args.messages, args.database_url, folder,
-                                      f"rtt{rtt:g}", settings)
+                                      f"rtt{rtt:g}", settings,
+                                      f"{args.profile}-{rtt:g}.txt" if args.profile else "")
             reference = reference_sender(world, args.messages, args.reference_sessions)
             figures["latency"][rtt] = {"service": service, "reference": reference}
             print(f"{rtt:g} ms: service {service['rate']:.1f}/s, reference "

@@ -420,6 +420,10 @@ KEYS: tuple[Key, ...] = (
          "Resolvers for every DNS lookup (MX and the MX hosts' A/AAAA, relay hosts, MTA-STS "
          "records and policy hosts, verification, domain checks, webhook and endpoint "
          "hosts): IP addresses as host[:port], comma-separated; empty: the system's."),
+    _env("DNS_CACHE_MAX_SECONDS", 300.0, float,
+         "Delivery's DNS answers (MX, the MX hosts' A/AAAA) are kept in each process for "
+         "their TTL, at most this long (0: every delivery asks the resolver). Negative "
+         "answers, verification, domain checks and MTA-STS records always ask afresh."),
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,
@@ -649,6 +653,7 @@ class Settings(BaseModel):
     spf_include: str
     dkim_selector: str
     dns_resolvers: str
+    dns_cache_max_seconds: float
     dns_timeout_seconds: float
     domain_check_interval_hours: float
     tracking_domain: str

@@ -173,9 +173,10 @@ def mx(monkeypatch, stack):
 
 @pytest.fixture(autouse=True)
 def _reset_clock():
-    from chalicelib import clock
+    from chalicelib import clock, dns_lookup
 
     clock.reset()
+    dns_lookup.forget_cached()  # a zone of an earlier test on a reused port is not this one's
     yield
     clock.reset()
 

@@ -20,6 +20,7 @@ class LoopbackDNS:
 
     def __init__(self, zone: dict):
         self.zone = zone
+        self.asked: dict[tuple[str, str], int] = {}  # (name, type) -> questions received
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -36,6 +37,7 @@ class LoopbackDNS:
             response = dns.message.make_response(query)
             question = query.question[0]
             name, rdtype = question.name.to_text(), dns.rdatatype.to_text(question.rdtype)
+            self.asked[(name, rdtype)] = self.asked.get((name, rdtype), 0) + 1
             for _ in range(8):  # CNAME chain, at most 8 links
                 known = {n for n, _ in self.zone}
                 if name not in known:

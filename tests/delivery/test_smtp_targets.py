@@ -50,7 +50,7 @@ ZONE = {
 @pytest.fixture
 def dns_server(monkeypatch):
     monkeypatch.delenv("DELIVERY_RELAY", raising=False)
-    with LoopbackDNS(ZONE) as server:
+    with LoopbackDNS(dict(ZONE)) as server:  # a test may change its own copy
         monkeypatch.setenv("DNS_RESOLVERS", f"127.0.0.1:{server.port}")  # as operators do
         yield server
 
@@ -74,6 +74,44 @@ def test_undeliverable_domains_fail_permanently(dns_server, domain, needle):
         delivery.targets(domain)
     assert info.value.status == delivery.HARD and needle in info.value.details
     assert info.value.recipient_rejected
+
+
+def test_delivery_keeps_positive_answers_for_their_ttl(dns_server, monkeypatch):
+    """Delivery asks the resolver once per MX and host while the answers' TTL lasts (the
+    zone's is 60 s), not once per message; a "no" is never kept; DNS_CACHE_MAX_SECONDS=0
+    asks every time."""
+    from chalicelib.services.delivery import connect
+
+    monkeypatch.setenv("DNS_CACHE_MAX_SECONDS", "300")
+    dns_server.zone[("mx1.multi.test.", "A")] = ["127.0.0.9"]
+    for _ in range(3):
+        assert delivery.targets("multi.test")[0] == ("primary.multi.test", 25)
+        assert connect.resolve("mx1.multi.test", 25) == [(socket.AF_INET, "127.0.0.9")]
+        with pytest.raises(delivery.TargetError):
+            delivery.targets("missing.test")
+    assert dns_server.asked[("multi.test.", "MX")] == 1
+    assert dns_server.asked[("mx1.multi.test.", "A")] == 1
+    assert dns_server.asked[("missing.test.", "MX")] == 3
+    # a changed record is seen once the kept answer is dropped
+    dns_server.zone[("multi.test.", "MX")] = [(10, "other.multi.test.")]
+    assert delivery.targets("multi.test")[0] == ("primary.multi.test", 25)
+    from chalicelib import dns_lookup
+
+    dns_lookup.forget_cached()
+    assert delivery.targets("multi.test") == [("other.multi.test", 25)]
+    monkeypatch.setenv("DNS_CACHE_MAX_SECONDS", "0")
+    for _ in range(2):
+        delivery.targets("multi.test")
+    assert dns_server.asked[("multi.test.", "MX")] == 4
+
+
+def test_verification_lookups_are_never_kept(dns_server, monkeypatch):
+    from chalicelib import dns_lookup
+
+    monkeypatch.setenv("DNS_CACHE_MAX_SECONDS", "300")
+    for _ in range(2):
+        assert dns_lookup.mx_hosts("multi.test")[0] == "primary.multi.test"
+    assert dns_server.asked[("multi.test.", "MX")] == 2
 
 
 def test_relay_overrides_mx(dns_server, monkeypatch):

@@ -139,7 +139,7 @@ def targets(domain: str) -> list[tuple[str, int]]:
     except declarations.BadDomain as exc:
         raise TargetError(HARD, str(exc), True) from None
     try:
-        answer = dns_lookup.resolve(domain, "MX", lifetime)
+        answer = dns_lookup.resolve(domain, "MX", lifetime, cached=True)
     except dns_lookup.NXDOMAIN:
         raise TargetError(HARD, f"the domain {domain} does not exist (NXDOMAIN)", True) from None
     except dns_lookup.NoAnswer:
@@ -157,7 +157,7 @@ def targets(domain: str) -> list[tuple[str, int]]:
 def _implicit_mx(domain: str, lifetime: float) -> str:
     for rdtype in ("A", "AAAA"):
         try:
-            dns_lookup.resolve(domain, rdtype, lifetime)
+            dns_lookup.resolve(domain, rdtype, lifetime, cached=True)
             return domain
         except (dns_lookup.NoAnswer, dns_lookup.NXDOMAIN):
             continue

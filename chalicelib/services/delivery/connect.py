@@ -96,7 +96,8 @@ def tls_context(verify: bool) -> ssl.SSLContext:
 def resolve(host: str, port: int) -> list[tuple[int, str]]:
     """(family, address) of ``host`` through DNS_RESOLVERS, in the resolver's order."""
     found: list[tuple[int, str]] = []
-    for family, *_, sockaddr in dns_lookup.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+    for family, *_, sockaddr in dns_lookup.getaddrinfo(
+            host, port, 0, socket.SOCK_STREAM, cached=True):
         if family in (socket.AF_INET, socket.AF_INET6) and (family, sockaddr[0]) not in found:
             found.append((family, sockaddr[0]))
     return found
