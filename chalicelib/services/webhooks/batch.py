@@ -118,8 +118,14 @@ def _each(engine, ids: list[int], settings) -> dict[int, str]:
     with engine.connect() as conn, conn.begin():
         tenancy.act(conn, tenancy.for_servers(row.server_id for row in rows))
         retried_at: dict[tuple, object] = {}
+        delivered = []  # the successes (nearly all): written together below
         for row, job, outcome in sorted(attempts, key=lambda done: done[0].id):
             key = (row.webhook_id, row.message_id)
+            if job is not None and outcome.success:
+                delivered.append((row.id, job, outcome))
+                results[row.id] = "delivered"
+                reports.append((row.id, job, outcome, "delivered"))
+                continue
             if job is None:
                 next_at = retried_at.get(key)
                 if next_at is None:  # the failed one was dropped or is not ours: let go
@@ -136,6 +142,7 @@ def _each(engine, ids: list[int], settings) -> dict[int, str]:
                 # (at or after the moment record() chose: later events wait at least as long)
                 retried_at[key] = clock.now() + timedelta(seconds=delay)
             reports.append((row.id, job, outcome, result))
+        _write_delivered(conn, worker, delivered)
     for row_id, delay in wakeups:  # after the commit: the rows are visible
         queues.enqueue(single.QUEUE, row_id, min(max(delay, 0.0), queues.SQS_MAX_DELAY))
     for report in reports:
@@ -198,6 +205,32 @@ def _run(conn, ids: list[int], settings, results: dict, wakeups: list,
     left = concurrency.run_lanes(rows, _lane_key, deliver, settings)
     writes.flush(conn)
     return sorted(left)
+
+
+_DELETE_OURS = delete(REQ).where(REQ.c.id.in_(bindparam("ids", expanding=True)),
+                                 REQ.c.locked_by == bindparam("worker"))
+_LOG_INSERT_MANY = insert(LOG)
+_TOUCH = update(HOOK).where(HOOK.c.id == bindparam("hook_id")).values(
+    last_used_at=bindparam("at"))
+
+
+def _write_delivered(conn, worker: str, delivered: list[tuple]) -> None:
+    """``_each``'s successes, as ``deliver._record`` writes one, in three statements for the
+    batch instead of three per row (each one built and compiled afresh cost ~1 CPU-ms a
+    webhook): the rows deleted while ``locked_by`` is still ours, one log row each (a
+    success is logged even when its row was taken over meanwhile, as ``_record`` does), and
+    last_used_at of the webhooks whose value is stale."""
+    if not delivered:
+        return
+    now = clock.now()
+    conn.execute(_DELETE_OURS, {"ids": [row_id for row_id, _, _ in delivered],
+                                "worker": worker})
+    conn.execute(_LOG_INSERT_MANY,
+                 [single.log_entry(job, outcome, now) for _, job, outcome in delivered])
+    touched = {job.webhook_id for _, job, outcome in delivered
+               if single.touches_hook(job, outcome, now)}
+    for hook_id in sorted(touched):
+        conn.execute(_TOUCH, {"hook_id": hook_id, "at": now})
 
 
 def _lane_key(row):
