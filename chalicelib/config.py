@@ -423,7 +423,8 @@ KEYS: tuple[Key, ...] = (
     _env("DNS_CACHE_MAX_SECONDS", 300.0, float,
          "Delivery's DNS answers (MX, the MX hosts' A/AAAA) are kept in each process for "
          "their TTL, at most this long (0: every delivery asks the resolver). Negative "
-         "answers, verification, domain checks and MTA-STS records always ask afresh."),
+         "answers (but an MX host's missing A or AAAA), verification, domain checks and "
+         "MTA-STS records always ask afresh."),
     _env("DNS_TIMEOUT_SECONDS", 5.0, float,
          "How long a verification or domain-check lookup may take before it counts as an error."),
     _env("DOMAIN_CHECK_INTERVAL_HOURS", 24.0, float,

@@ -10,8 +10,8 @@ Delivery's lookups (``cached=True``: MX, the MX hosts' addresses) go through a r
 an in-process cache that keeps each positive answer for its TTL, at most DNS_CACHE_MAX_SECONDS
 (dnspython's LRUCache): at thousands of messages a minute to the same domains, asking again
 for every message costs a round trip and ~1 CPU-ms each, which a caching resolver on the host
-spares Postfix. Negative answers, verification, domain checks and MTA-STS records (its own
-memo decides when to look again) are never cached: a user who has just published a record
+spares Postfix. Negative answers (but an MX host's missing A or AAAA), verification,
+domain checks and MTA-STS records (its own memo decides when to look again) are never cached: a user who has just published a record
 expects it seen."""
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import time
 
 import dns.exception
 import dns.nameserver
+import dns.rdatatype
 import dns.resolver
 import dns.reversename
 
@@ -38,20 +39,22 @@ FAILED = (dns.exception.DNSException,)
 
 _configured: dict[tuple[str, float], dns.resolver.Resolver] = {}
 _configured_lock = threading.Lock()
+_ADDRESS_TYPES = (dns.rdatatype.A, dns.rdatatype.AAAA)
 
 
 class _CappedCache(dns.resolver.LRUCache):
     """dnspython's LRU cache (thread-safe, honours each answer's TTL), holding no answer
-    longer than ``max_seconds``, and no negative answer (a domain without an MX yet, a
-    name that does not exist): those end in a retry or a bounce, rare and not worth a
-    stale "no" once the record is published."""
+    longer than ``max_seconds``. Of the negative answers it keeps only "this host has no
+    A (or no AAAA) record", which every connection to an IPv4-only MX host would ask again;
+    not a domain without an MX yet or a name that does not exist: those end in a retry or
+    a bounce, rare and not worth a stale "no" once the record is published."""
 
     def __init__(self, max_seconds: float, max_size: int = 10000):
         super().__init__(max_size)
         self.max_seconds = max_seconds
 
     def put(self, key, value) -> None:
-        if getattr(value, "rrset", None) is None:
+        if getattr(value, "rrset", None) is None and key[1] not in _ADDRESS_TYPES:
             return
         value.expiration = min(value.expiration, time.time() + self.max_seconds)
         super().put(key, value)

@@ -91,6 +91,7 @@ def test_delivery_keeps_positive_answers_for_their_ttl(dns_server, monkeypatch):
             delivery.targets("missing.test")
     assert dns_server.asked[("multi.test.", "MX")] == 1
     assert dns_server.asked[("mx1.multi.test.", "A")] == 1
+    assert dns_server.asked[("mx1.multi.test.", "AAAA")] == 1  # "no AAAA" is kept too
     assert dns_server.asked[("missing.test.", "MX")] == 3
     # a changed record is seen once the kept answer is dropped
     dns_server.zone[("multi.test.", "MX")] = [(10, "other.multi.test.")]
