@@ -1,20 +1,18 @@
 """The delivery writes' prebuilt statements (writes.Prebuilt): compiled once, they give the
 same rows as SQLAlchemy's own execution, with literals, repeated parameters and typed values
-(JSON, timestamps) laid out as SQLAlchemy would, and a missing value is an error."""
+(JSON, timestamps) laid out as SQLAlchemy would, and a missing value is an error. Both
+databases run the delivery writes prebuilt; SQLite's are checked by what they store."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import JSON, BigInteger, DateTime, bindparam, cast, literal, select
+from sqlalchemy import (JSON, BigInteger, Column, DateTime, Integer, MetaData, Table, bindparam,
+                        cast, insert, literal, select)
 
 from chalicelib.db.engine import get_engine
 from chalicelib.services.delivery import writes
 from tests.conftest import TEST_DATABASE_URL
-
-pytestmark = [pytest.mark.postgres_only,
-              pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
-                                 reason="prebuilt statements are PostgreSQL's path")]
 
 
 def _statement():
@@ -25,6 +23,9 @@ def _statement():
                   literal(None, type_=JSON).label("nothing"))
 
 
+@pytest.mark.postgres_only
+@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"),
+                    reason="rows as PostgreSQL's driver gives them")
 def test_a_prebuilt_statement_gives_what_sqlalchemy_gives(database):
     stmt = _statement()
     params = {"n": 21, "doc": {"a": [1, "x"]},
@@ -42,3 +43,31 @@ def test_a_missing_value_is_an_error(database):
         prebuilt = writes.Prebuilt(_statement(), conn.dialect)
     with pytest.raises(KeyError):
         prebuilt.parameters({"n": 1, "at": None})
+
+
+def test_a_prebuilt_insert_stores_what_sqlalchemy_stores(database):
+    """Either database: the same values inserted prebuilt and by SQLAlchemy read back equal
+    (JSON serialized, timestamps converted, a literal and a defaulted value laid out)."""
+    table = Table("prebuilt_probe", MetaData(), Column("id", Integer, primary_key=True),
+                  Column("doc", JSON), Column("at", DateTime(timezone=True)),
+                  Column("kind", JSON))
+    stmt = insert(table).values(id=bindparam("i", type_=Integer),
+                                doc=bindparam("doc", type_=JSON),
+                                at=bindparam("at", type_=DateTime(timezone=True)),
+                                kind=literal("probe", type_=JSON)).returning(table.c.id)
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=timezone.utc)
+    engine = get_engine(database)
+    with engine.begin() as conn:
+        table.drop(conn, checkfirst=True)
+        table.create(conn)
+        try:
+            conn.execute(stmt, {"i": 1, "doc": {"a": [1, "x"]}, "at": at})
+            prebuilt = writes.Prebuilt(stmt, conn.dialect)
+            returned = conn.exec_driver_sql(
+                prebuilt.sql, prebuilt.parameters({"i": 2, "doc": {"a": [1, "x"]}, "at": at,
+                                                   "other_statement_key": 0})).all()
+            rows = {r.id: (r.doc, r.at, r.kind) for r in conn.execute(select(table))}
+        finally:
+            table.drop(conn)
+    assert [tuple(r) for r in returned] == [(2,)]
+    assert rows[2] == rows[1] and rows[1][0] == {"a": [1, "x"]} and rows[1][2] == "probe"

@@ -352,8 +352,11 @@ def _run(db, build, params: dict, *shape) -> list:
             return result.all() if result.returns_rows else []
     first: list = []
     for i, (stmt, names) in enumerate(statements):
-        result = db.execute(stmt, {n: params[n] for n in names if n in params})
-        rows = result.all() if result.returns_rows else []
+        if stmt.is_dml:  # its RETURNING gives counts and names: prebuilt (writes.py)
+            rows = writes.execute_prebuilt(db.connection(), stmt, params)
+        else:  # a read of the row (timestamps to convert) or the text of its creation
+            result = db.execute(stmt, {n: params[n] for n in names if n in params})
+            rows = result.all() if result.returns_rows else []
         if i == 0:
             first = rows
             if not rows:

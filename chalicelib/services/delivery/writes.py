@@ -12,9 +12,10 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
   worker that outlived its claim during DATA records nothing over the next worker's outcome.
   ``run`` tags a guarded group's result with ``CLAIM`` when its message row was still ours.
 
-On PostgreSQL the composed statement runs prebuilt (``Prebuilt``: compiled once per shape and
-process, sent with its values in order), skipping SQLAlchemy's per-execution cache lookup and
-parameter rebuild: this statement runs once per message.
+The statements run prebuilt (``Prebuilt``: compiled once per shape and process, sent with
+their values in order), skipping SQLAlchemy's per-execution cache lookup and parameter
+rebuild: on PostgreSQL the one composed statement, on SQLite each of the group's (they run
+once or twice per message).
 """
 from __future__ import annotations
 
@@ -151,10 +152,8 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
             tagged.setdefault(tag, []).append(row_id)
         return tagged
     for statements, tag, guard in composed:
-        for i, (stmt, names) in enumerate(statements):
-            # Only its own parameters (other keys would read as columns of an INSERT/UPDATE);
-            # .all(): an open RETURNING cursor would keep SQLite busy.
-            rows = db.execute(stmt, {n: params[n] for n in names if n in params}).all()
+        for i, stmt in enumerate(statements):
+            rows = _execute(db.connection(), stmt, params)
             if guard and i == 0:
                 if not rows:
                     break  # the claim is not ours: nothing more of this outcome
@@ -170,8 +169,7 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
 
 def _compose(dialect: str, groups: list):
     if dialect != "postgresql":
-        return [([(stmt, tuple(stmt.compile().params)) for stmt in statements], tag, guarded)
-                for statements, tag, guarded in groups]
+        return groups
     ctes, selects = [], []
 
     def tagged(tag: str, cte):
@@ -241,11 +239,18 @@ class Prebuilt:
 _prebuilt: dict[int, tuple] = {}
 
 
-def _execute(conn, stmt, params: dict) -> list:
-    """``stmt`` (one of the cached statements, so it lives as long as the process) run on
-    ``conn`` and its rows fetched; prebuilt on PostgreSQL (``Prebuilt``)."""
+def execute_prebuilt(conn, stmt, params: dict) -> list:
+    """``stmt`` (a cached statement, so it lives as long as the process) run on ``conn``
+    prebuilt (``Prebuilt``) on either database, and its rows fetched ([] when it returns
+    none). ``params`` may hold other statements' keys too (only its own are sent). For
+    statements whose rows need no result processing: tags, ids, counts."""
     entry = _prebuilt.get(id(stmt))
     if entry is None or entry[0] is not stmt:
         entry = _prebuilt[id(stmt)] = (stmt, Prebuilt(stmt, conn.dialect))
     prebuilt = entry[1]
-    return conn.exec_driver_sql(prebuilt.sql, prebuilt.parameters(params)).all()
+    result = conn.exec_driver_sql(prebuilt.sql, prebuilt.parameters(params))
+    # .all(): an open RETURNING cursor would keep SQLite busy
+    return result.all() if result.returns_rows else []
+
+
+_execute = execute_prebuilt
