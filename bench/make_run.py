@@ -17,7 +17,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The tree whose stack is started: this checkout, or BENCH_STACK_ROOT (another tree, e.g. a
+#: `git archive` of main, to measure before against after in one run of the same bench).
+ROOT = os.environ.get("BENCH_STACK_ROOT") or \
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICKS = os.sysconf("SC_CLK_TCK")
 #: The process counts the supervisor reads (a stack that ignores them runs one process).
 PROCESS_KNOBS = ("WORKER_PROCESSES", "HTTP_PROCESSES", "SMTP_PROCESSES")
