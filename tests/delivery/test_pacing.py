@@ -23,7 +23,6 @@ from chalicelib.services.delivery import pacing, process as worker, client
 from tests.support.delivery import DroppedQueue
 from tests.support.delivery import make_due, park_message
 from tests.support.sending import message
-from tests.conftest import TEST_DATABASE_URL
 from tests.support import Api, all_tenants, make_tenant, unique
 
 
@@ -315,19 +314,20 @@ def test_retention_forgets_destinations_idle_for_a_day(database):
 
 
 def _pacing_statements(run) -> list[str]:
-    """The statements of their own that touch pacing's table while ``run()`` runs (the
-    in-flight marker's statement, which carries a held slot's admission, is not one)."""
+    """The statements of their own that touch pacing's table while ``run()`` runs: not the
+    in-flight marker's write, which carries a held slot's admission (PostgreSQL: the marker's
+    one statement, ``WITH admit ...``; SQLite: the admission's UPDATE followed, in the same
+    thread and transaction, by the marker's INSERT)."""
     from sqlalchemy import event
 
     from chalicelib.db.engine import autocommit_engine, get_engine
 
-    seen: list[str] = []
+    seen: list[tuple[int, str]] = []  # (thread, statement), every statement
 
     def note(_conn, _cursor, statement, *_):
-        if "delivery_destinations" in statement and not statement.startswith("WITH admit"):
-            seen.append(statement)
+        seen.append((threading.get_ident(), statement))
 
-    engines = [get_engine(), autocommit_engine()]
+    engines = [e for e in (get_engine(), autocommit_engine()) if e is not None]
     for engine in engines:
         event.listen(engine, "before_cursor_execute", note)
     try:
@@ -335,15 +335,23 @@ def _pacing_statements(run) -> list[str]:
     finally:
         for engine in engines:
             event.remove(engine, "before_cursor_execute", note)
-    return seen
+    own = []
+    for i, (thread, statement) in enumerate(seen):
+        if "delivery_destinations" not in statement or statement.startswith(
+                ("WITH admit", "INSERT INTO message_raws", "INSERT INTO deliveries")):
+            continue  # not pacing's, or the marker (conditional on the admission)
+        following = next((s for t, s in seen[i + 1:] if t == thread), "")
+        if statement.startswith("UPDATE delivery_destinations SET updated_at") and \
+                following.startswith(("INSERT INTO message_raws", "INSERT INTO deliveries")):
+            continue  # SQLite: the marker's transaction begins with its admission
+        own.append(statement)
+    return own
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"), reason="PostgreSQL only")
 def test_a_held_slots_messages_are_admitted_by_their_markers(api, tenant, by_hand, db):
     """A batch to one destination takes its slot once and gives it back once: the messages
-    after the first are admitted in their in-flight marker's statement (no statement, no
-    commit of their own), which pacing had added to every message."""
+    after the first are admitted in their in-flight marker's write (no statement, no commit
+    of their own), which pacing had added to every message."""
     mx, domain = by_hand, f"{unique('held')}.example"
     [first] = _due(db, api, tenant, domain, 1)
     assert worker.process(first) == "Sent"  # the destination's row exists from now on
@@ -356,8 +364,6 @@ def test_a_held_slots_messages_are_admitted_by_their_markers(api, tenant, by_han
     assert _destination(domain).active == 0
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(not TEST_DATABASE_URL.startswith("postgresql"), reason="PostgreSQL only")
 def test_another_workers_backoff_stops_a_held_session_before_data(api, tenant, by_hand, db):
     """A backoff that another worker's throttle reply starts while this worker holds the
     destination's slot stops its next message at the marker: no DATA, no marker, paced with

@@ -39,12 +39,13 @@ one: each is handed the next wake-up time (``wake_at``, spaced at the rate, or a
 Waiting messages are not strictly first come, first served: a new message may take a free
 slot before a waiting one wakes.
 
-**At the marker.** On PostgreSQL, the later messages of a batch to a destination without a
+**At the marker.** The later messages of a batch to a destination without a
 rate whose slot the worker already holds, over the session the previous message left open
 (it was delivered or refused for good), are admitted in the statement that writes their
 in-flight marker, right before DATA (``Admission``): the same conditional UPDATE (no backoff
-now) as a CTE of that statement, the marker written only if it matched. So their admission
-costs no statement and no commit of its own (pacing had doubled the commits per message),
+now) as a CTE of that statement on PostgreSQL, the marker written only if it matched (on
+SQLite the UPDATE and the marker's conditional INSERTs in the marker's one transaction). So
+their admission costs no commit of its own (pacing had doubled the commits per message),
 and is still decided before anything of the message can be accepted. When it does not match
 (another worker's throttle reply started a backoff meanwhile) the session is left without
 DATA (RSET before its next use), the message is paced as above and the slot given back, so
@@ -52,7 +53,7 @@ the batch's next message for the destination asks again before connecting. The c
 message's MAIL and RCPT went over the open session during a backoff (no connection is
 opened, nothing is delivered). The first message of a destination, one after a deferral,
 a throttle or a broken session, and every message to a destination with a rate are admitted
-before connecting, by a statement of their own; on SQLite every message is.
+before connecting, by a statement of their own.
 
 Every duration here is a scheduled delay and follows TIME_SCALE. Limits come from
 ``rules()``: the built-in rules for the large providers, DELIVERY_PACING_RULES over them, and
@@ -255,6 +256,23 @@ def _admit_statements(dialect: str, slot: bool, rate: bool) -> list:
     return [select(admitted.c.throttles).add_cte(lease)]
 
 
+def admission_statements(dialect: str) -> tuple[list, object]:
+    """The admission of a message on a held slot to a destination without a rate (no
+    backoff now), decided with its in-flight marker: (the statements that run first in the
+    marker's write, returning the destination's throttles; the condition the marker's
+    INSERTs are conditional on). PostgreSQL: ``admission_cte`` and that it returned a row,
+    one statement with the marker. SQLite: the UPDATE, then the marker's INSERTs under the
+    same "no backoff now" test, in the marker's transaction (its write lock holds the row
+    still between the two)."""
+    if dialect == "postgresql":
+        cte = admission_cte()
+        return [cte], exists(select(cte.c.throttles))
+    return writes.cached(("pacing-admit-sqlite",), lambda: (
+        [update(D).where(*_key(), _not_backing_off()).values(updated_at=_b("p_now", DateTime))
+         .returning(D.c.throttles)],
+        exists(select(D.c.throttles).where(*_key(), _not_backing_off()))))
+
+
 def admission_cte():
     """The admission of a message on a held slot to a destination without a rate (no
     backoff now), as the CTE ``admit`` the in-flight marker's statement is conditional on
@@ -399,7 +417,7 @@ class Pacer:
             if self.slot is not None:
                 self.held, slot = (pool, name), False
         if not slot and not rule.per_minute and previous is not None and \
-                previous[:2] == (pool, name) and autocommit_engine() is not None:
+                previous[:2] == (pool, name):
             # The slot is ours and its session open: admitted by the marker's statement.
             now = clock.now()
             self.pending = Admission({

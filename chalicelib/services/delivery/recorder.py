@@ -118,9 +118,10 @@ class Recorder:
         parts = []
         if admission is not None:
             params.update(admission.params)
-            parts.append((lambda: [pacing.admission_cte()], ADMITTED, False))
+            dialect = db.get_bind().dialect.name
+            parts.append((lambda: pacing.admission_statements(dialect)[0], ADMITTED, False))
             build = lambda: writes.in_flight_statements(  # noqa: E731
-                raw is not None, pacing.admission_cte())
+                raw is not None, pacing.admission_statements(dialect)[1])
         else:
             build = lambda: writes.in_flight_statements(raw is not None)  # noqa: E731
         parts.append((build, "marker", False))

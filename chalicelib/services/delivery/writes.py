@@ -19,7 +19,7 @@ once or twice per message).
 """
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, bindparam, cast, exists, insert, literal, select, union_all,
+from sqlalchemy import (BigInteger, bindparam, cast, insert, literal, select, union_all,
                         update)
 from sqlalchemy.sql.selectable import CTE
 
@@ -54,15 +54,15 @@ def bind(name: str, column):
     return bindparam(name, type_=column.type)
 
 
-def in_flight_statements(with_raw: bool, admitted: CTE | None = None) -> list:
+def in_flight_statements(with_raw: bool, admitted=None) -> list:
     """The InFlight marker (and the prepared bytes), written only while the claim is still
     ours: INSERT ... SELECT FROM the message row WHERE locked_by = us. A worker that outlived
     its claim (CLAIM_TIMEOUT_SECONDS) writes nothing and does not send, so two workers never
-    both reach DATA for one message. ``admitted``: the message's pacing admission (PostgreSQL,
-    pacing.admission_cte), which must have matched too."""
+    both reach DATA for one message. ``admitted``: the condition of the message's pacing
+    admission (pacing.admission_statements), which must hold too."""
     held = (M.c.id == bind("i_mid", M.c.id), M.c.locked_by == bind("i_worker", M.c.locked_by))
     if admitted is not None:
-        held = (*held, exists(select(admitted.c.throttles)))
+        held = (*held, admitted)
     statements = []
     if with_raw:  # the bytes are in the content store already: the row names them
         statements.append(insert(R).from_select(
