@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import secrets
 from collections.abc import Mapping
@@ -285,7 +286,7 @@ def build_message(
 
     def build(force_base64: bool) -> bytes:
         msg = EmailMessage(policy=_POLICY)
-        msg["Date"] = format_datetime(date)
+        msg["Date"] = _date_header(date)
         if not utf8:  # (else written below, where the email package's 7-bit policy cannot)
             for name, addresses in address_fields:
                 msg.set_raw(name, _address_header(name, addresses))
@@ -354,10 +355,21 @@ def build_message(
 _FAST_SINGLE_PART = True  # tests switch it off to compare both builders
 
 
+def _date_header(date) -> str:
+    """The Date field's value (RFC 5322: to the second). A batch's messages share their
+    second: formatting it once spares ~1% of the intake's CPU."""
+    return _formatted_second(date.replace(microsecond=0))
+
+
+@functools.lru_cache(maxsize=64)
+def _formatted_second(date) -> str:
+    return format_datetime(date)
+
+
 def _single_part_head(date, from_, reply_to, to, cc, subject, mid, headers) -> bytes:
     """The header block build() writes for a single-part message, up to (excluding) the
     Content-Type line, in the same order and with the same folding."""
-    lines = [f"Date: {format_datetime(date)}", f"From: {_address_header('From', [from_])}"]
+    lines = [f"Date: {_date_header(date)}", f"From: {_address_header('From', [from_])}"]
     for name, addresses in (("Reply-To", reply_to), ("To", to), ("Cc", cc)):
         if addresses:
             lines.append(f"{name}: {_address_header(name, addresses)}")
