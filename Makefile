@@ -4,8 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run check test test-sqlite test-postgres migrate migration bench clean rehearse \
-	rehearse-deps
+.PHONY: install run check test test-sqlite test-postgres migrate migration openapi bench clean \
+	rehearse rehearse-deps
 
 # Progress is shown step by step, then pip's own line per package (a fresh clone takes about
 # a minute: silence there looked like a hang).
@@ -92,6 +92,10 @@ migration: $(STAMP)
 	cfg = alembic_config('sqlite:////tmp/email-service-migration.db'); command.upgrade(cfg, 'head'); \
 	head = script.ScriptDirectory.from_config(cfg).get_current_head(); \
 	command.revision(cfg, message=sys.argv[1], autogenerate=True, rev_id='%04d' % (int(head) + 1))" "$(m)"
+
+## openapi.json from the code (tests/api/test_openapi.py fails on a stale copy)
+openapi: $(STAMP)
+	$(PY) -m chalicelib.api.openapi > openapi.json.tmp && mv openapi.json.tmp openapi.json
 
 bench: install
 	$(PY) bench/run_all.py

@@ -95,13 +95,13 @@ def check_domains(event):
 @app.lambda_function(name="migrate")
 def migrate(event, context):
     # Invoked by infra/deploy.sh with the new code before `chalice deploy` switches traffic.
-    from chalicelib import ops
+    from chalicelib import deploy_tasks
 
-    if isinstance(event, dict) and event.get("signing_key") in ops.SIGNING_KEY_ACTIONS:
-        return ops.signing_key(event["signing_key"])  # rotating the installation key
+    if isinstance(event, dict) and event.get("signing_key") in deploy_tasks.SIGNING_KEY_ACTIONS:
+        return deploy_tasks.signing_key(event["signing_key"])  # rotating the installation key
     if isinstance(event, dict) and event.get("content_backfill"):  # bounded: resumable
-        return ops.content_backfill(max_batches=int(event.get("max_batches", 50)))
-    return ops.migrate()
+        return deploy_tasks.content_backfill(max_batches=int(event.get("max_batches", 50)))
+    return deploy_tasks.migrate()
 
 
 gc.freeze()

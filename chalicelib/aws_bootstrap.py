@@ -116,7 +116,8 @@ def _secrets_manager_fetch() -> Callable[[str], str]:
 def load_once(force: bool = False) -> None:
     """Called at the top of app.py: one Secrets Manager round per Lambda cold start. Outside
     Lambda (local stack, tests, and `chalice package`, which imports app.py with the stage's
-    unresolved variables) only when ``force`` is true (the gateway and ops entry points)."""
+    unresolved variables) only when ``force`` is true (the gateway's and deploy_tasks's entry
+    points)."""
     global _done
     in_lambda = "AWS_LAMBDA_FUNCTION_NAME" in os.environ
     if not _done and (in_lambda or force) and needed():

@@ -43,10 +43,13 @@ class ApiError(Exception):
 
 
 def _fields(from_: Any, to: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    """A SendRequest body: ``to`` as a list, the ``extra`` fields that are not None, and any
+    other iterable (a tuple, a generator of addresses) as a list."""
     body = {"from": from_, "to": [to] if isinstance(to, (str, dict)) else list(to or [])}
     for name, value in extra.items():
         if value is not None:
-            body[name] = value
+            iterable = isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict))
+            body[name] = list(value) if iterable else value
     return body
 
 
@@ -93,27 +96,18 @@ class EmailServiceClient:
         return envelope["data"]
 
     # -- sending --------------------------------------------------------------
-    def send(self, *, from_: Any, to: Any, cc: Iterable | None = None,
-             bcc: Iterable | None = None, reply_to: Iterable | None = None,
-             subject: str | None = None, html_body: str | None = None,
-             text_body: str | None = None, headers: dict[str, str] | None = None,
-             attachments: list[dict] | None = None, tag: str | None = None,
-             metadata: dict | None = None, stream: str | None = None,
-             send_at: str | None = None, track_opens: bool | None = None,
-             track_clicks: bool | None = None, idempotency_key: str | None = None) -> dict:
+    def send(self, *, from_: Any, to: Any, idempotency_key: str | None = None,
+             **fields: Any) -> dict:
         """POST /messages: returns ``{message_id, recipients: [{rcpt_to, id, token}]}``.
-        Addresses are ``"a@b.example"``, ``"Name <a@b.example>"`` or ``{"email", "name"}``;
-        attachments come from :func:`attachment`. ``send_at``: an RFC 3339 date-time to
-        schedule it (at most 30 days ahead). ``track_opens``/``track_clicks``: override the
-        domain's and server's tracking for this message (None: theirs). One keyword per field
-        of the SendRequest schema (tests/api/test_client.py checks it against openapi.json)."""
-        return self.request("POST", "/api/v2/server/messages", _fields(from_, to, {
-            "cc": cc and list(cc), "bcc": bcc and list(bcc),
-            "reply_to": reply_to and list(reply_to), "subject": subject,
-            "html_body": html_body, "text_body": text_body, "headers": headers,
-            "attachments": attachments, "tag": tag, "metadata": metadata, "stream": stream,
-            "send_at": send_at, "track_opens": track_opens, "track_clicks": track_clicks}),
-            idempotency_key=idempotency_key)
+        ``fields``: the SendRequest's other fields by their JSON names (docs/api.md,
+        openapi.json), e.g. ``subject``, ``text_body``, ``html_body``, ``cc``, ``tag``,
+        ``attachments`` (from :func:`attachment`), ``send_at`` (an RFC 3339 date-time, at
+        most 30 days ahead), ``track_opens``; a None value is left out. Taken as they come,
+        so a field the service adds needs no new client; the service ignores a name it does
+        not know, so check a name's spelling against the document. Addresses are
+        ``"a@b.example"``, ``"Name <a@b.example>"`` or ``{"email", "name"}``."""
+        return self.request("POST", "/api/v2/server/messages", _fields(from_, to, fields),
+                            idempotency_key=idempotency_key)
 
     def send_with_template(self, template: str, *, from_: Any, to: Any,
                            template_model: dict | None = None, **fields: Any) -> dict:

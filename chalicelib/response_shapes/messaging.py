@@ -12,8 +12,25 @@ from chalicelib.response_shapes.management import SendLimits
 from chalicelib.response_shapes.reputation import ReputationBrief
 
 
+class KeptSendFields(TypedDict):
+    """The send request's fields each of its messages keeps as given, declared once: a name
+    here is a field of SendRequest (api/request_bodies/messages.py, optional), a column of
+    the messages table and a key of the Message record, all spelt the same.
+    services/sending/submission.py stores every one of them and
+    api/response_builders/messaging.py shows every one of them, without naming them;
+    tests/sending/test_send_fields.py holds the request and the column to this list and
+    sends each field through the API to read it back (docs/architecture.md, "A field of the
+    send request")."""
+
+    tag: str | None
+
+
+# Their names, in declaration order (a frozenset's order would differ between processes).
+KEPT_SEND_FIELDS: tuple[str, ...] = tuple(KeptSendFields.__annotations__)
+
+
 @record
-class Message(TypedDict):
+class Message(KeptSendFields):
     """One message (one recipient) as listed and shown."""
 
     id: int
@@ -31,7 +48,6 @@ class Message(TypedDict):
     subject: str | None
     message_id: Annotated[str | None, Field(description="The Message-ID header.")]
     submission_id: Annotated[int | None, Field(description="SendResult.message_id of its send.")]
-    tag: str | None
     metadata: dict[str, Any] | None
     stream: Annotated[str | None, Field(description="The stream's permalink.")]
     bounce: bool

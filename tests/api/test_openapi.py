@@ -30,7 +30,7 @@ def test_committed_document_is_current(document):
     with open(os.path.join(ROOT, "openapi.json"), encoding="utf-8") as fh:
         committed = json.load(fh)
     assert committed == json.loads(json.dumps(document)), \
-        "openapi.json is stale: run `python -m chalicelib.api.openapi > openapi.json`"
+        "openapi.json is stale: run `make openapi`"
 
 
 def test_every_route_is_documented_and_vice_versa(document):

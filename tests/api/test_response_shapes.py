@@ -113,7 +113,8 @@ def test_real_builders_return_their_shape():
 def _message_answer() -> dict:
     message = {"id": 1, "token": "t", "scope": "outgoing", "status": "Sent",
                "status_details": None, "bounce_category": None, "bounce_reason": None, "rcpt_to": "a@example.net", "mail_from": "b@example.com",
-               "subject": "Hi", "message_id": "<x@y>", "submission_id": 1, "tag": None,
+               "subject": "Hi", "message_id": "<x@y>", "submission_id": 1,
+               **dict.fromkeys(messaging.KEPT_SEND_FIELDS),  # the send request's, all optional
                "metadata": {"k": 1}, "stream": "outbound", "bounce": False, "held": False,
                "return_path": "rp.example.com",
                "size": 10, "attempts": 1, "next_attempt_at": None,

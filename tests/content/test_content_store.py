@@ -112,13 +112,13 @@ def _development(db, server) -> None:
 
 
 def test_the_ops_command_backfills_until_none_is_left(db, server, private_store):
-    from chalicelib import ops
+    from chalicelib import deploy_tasks
 
     made = _legacy_rows(db, server.id, 2)
     db.commit()
     assert content.legacy_left(db) >= 4
     db.commit()
-    report = ops.content_backfill()
+    report = deploy_tasks.content_backfill()
     assert report["left"] == 0 and report["moved"] >= 4
     for sub_id, message_id, source, sent in made:
         assert content.source_bytes(db, sub_id) == source

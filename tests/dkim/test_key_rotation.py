@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from sqlalchemy import delete, func, select
 
-from chalicelib import clock, ops
+from chalicelib import clock, deploy_tasks
 from chalicelib.db.models import DkimKey, InstallationKey
 from chalicelib.services.security import installation_keys, signing
 from chalicelib.services.messages import retention
@@ -168,11 +168,11 @@ def test_installation_key_rotation_with_both_keys_published(api, tenant,
                                                             fresh_installation_keys):
     out = io.StringIO()
     with redirect_stdout(out):
-        assert ops.main(["signing-key", "show"]) == 0
+        assert deploy_tasks.main(["signing-key", "show"]) == 0
     [current] = json.loads(out.getvalue())["keys"]
     assert current["key_id"] == "installation" and current["state"] == "active"
     assert current["dns_record"]["name"] == "installation._domainkey.mx.service.test"
-    assert ops.main(["signing-key", "activate"]) == 1  # nothing pending
+    assert deploy_tasks.main(["signing-key", "activate"]) == 1  # nothing pending
 
     with Receiver([200]) as rx:
         create_webhook(api, tenant, rx.url)
@@ -181,7 +181,7 @@ def test_installation_key_rotation_with_both_keys_published(api, tenant,
         assert key_id == "installation"
         assert signing.verify_body(_public(current), body, signature)
 
-        pending = ops.signing_key("rotate")["keys"]
+        pending = deploy_tasks.signing_key("rotate")["keys"]
         assert [k["state"] for k in pending] == ["active", "pending"]
         new = pending[1]
         assert new["dns_record"]["name"] == f"{new['key_id']}._domainkey.mx.service.test"
@@ -189,7 +189,7 @@ def test_installation_key_rotation_with_both_keys_published(api, tenant,
         body, signature, key_id = _signed_webhook(rx, 2, tenant)
         assert key_id == "installation"  # pending keys sign nothing
 
-        listed = ops.signing_key("activate")["keys"]
+        listed = deploy_tasks.signing_key("activate")["keys"]
         assert {k["key_id"]: k["state"] for k in listed} == {"installation": "retiring",
                                                             new["key_id"]: "active"}
         # Both public keys published during the overlap
@@ -210,6 +210,6 @@ def test_installation_key_rotation_with_both_keys_published(api, tenant,
     assert [k["state"] for k in migrate({"signing_key": "show"}, None)["keys"]] == \
         ["active", "retiring"]
     clock.advance(timedelta(days=7, hours=1))
-    assert [k["key_id"] for k in ops.signing_key("show")["keys"]] == [new["key_id"]]
+    assert [k["key_id"] for k in deploy_tasks.signing_key("show")["keys"]] == [new["key_id"]]
     with all_tenants() as db:
         assert retention.prune(db)["installation_keys"] == 1

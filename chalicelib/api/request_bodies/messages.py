@@ -33,6 +33,9 @@ class SendRequest(Schema):
     text_body: str | None = None
     headers: dict[str, str] | None = None
     attachments: list[AttachmentValue] | None = None
+    # A field each message keeps as given (stored in the column of its name, shown under its
+    # name) is also named in response_shapes/messaging.py's KeptSendFields: the list it is
+    # stored and shown from (docs/architecture.md, "A field of the send request").
     tag: str | None = Field(default=None, max_length=255)
     metadata: dict[str, Any] | None = None
     stream: str | None = None

@@ -24,12 +24,13 @@ SCOPES = ("incoming", "outgoing")
 @builds(shape.Message)
 def message(m: Message, stream_permalink: str | None = None) -> dict:
     return {
+        **{name: getattr(m, name) for name in shape.KEPT_SEND_FIELDS},
         "id": m.id, "token": m.token, "scope": m.scope, "status": m.status,
         "status_details": m.status_details, "bounce_category": m.bounce_category,
         "bounce_reason": m.bounce_reason,
         "rcpt_to": m.rcpt_to, "mail_from": m.mail_from,
         "subject": m.subject, "message_id": m.message_id_header,
-        "submission_id": m.submission_id, "tag": m.tag, "metadata": m.metadata_json,
+        "submission_id": m.submission_id, "metadata": m.metadata_json,
         "stream": stream_permalink, "bounce": m.bounce, "held": m.held,
         "return_path": m.return_path, "size": m.size,
         "attempts": m.attempts, "next_attempt_at": m.next_attempt_at,

@@ -79,7 +79,9 @@ class Submission(Base):
 # A new column of Message (or Submission) needs a ``server_default`` as well as any ``default``:
 # on PostgreSQL, services/sending/store.py writes these rows with INSERT ... SELECT over the
 # keys of the row dicts it builds, so a Python ``default`` never applies to a column the dict
-# does not name (docs/architecture.md, "Adding a field").
+# does not name (docs/architecture.md, "A field of the send request"). The column of a send
+# request field kept as given (response_shapes/messaging.py KeptSendFields) is always named
+# there: nullable, it needs no default.
 class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (

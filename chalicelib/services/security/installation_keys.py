@@ -13,7 +13,7 @@ ENCRYPTION_KEY is empty, the open-tracking HMAC): rotation replaces only the sig
 Rotated private keys are stored encrypted with the SecretBox.
 
 No HTTP endpoint serves these public keys (the API contract says none does): operators use
-``python -m chalicelib.ops signing-key show|rotate|activate`` (or the ``migrate`` Lambda
+``python -m chalicelib.deploy_tasks signing-key show|rotate|activate`` (or the ``migrate`` Lambda
 with ``{"signing_key": "show|rotate|activate"}``).
 """
 from __future__ import annotations

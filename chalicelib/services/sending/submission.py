@@ -31,6 +31,7 @@ from chalicelib import clock, errors, observability, queues, statuses
 from chalicelib.db import after_commit
 from chalicelib.config import get_settings
 from chalicelib.db.models import Domain, Message, Server, Stream, Suppression
+from chalicelib.response_shapes.messaging import KEPT_SEND_FIELDS
 from chalicelib.services.domains import manage
 from chalicelib.services.messages import captured, events
 from chalicelib.services import mime
@@ -56,7 +57,9 @@ class Prepared:
     domain: Domain
     recipients: list[str]
     subject: str | None
-    tag: str | None
+    # The request's fields kept as given (response_shapes.messaging.KeptSendFields), by name:
+    # each lands in the messages column of the same name.
+    kept: dict[str, Any]
     metadata: Any
     stream: Stream | None
     has_html: bool
@@ -265,7 +268,7 @@ def prepare(db: Session, server: Server, request, *, cache: dict | None = None) 
     domain = authorize_from(db, server, from_, domain=domain)
     if bad_recipients is not None:
         raise bad_recipients
-    tag = _check_tag(request.tag)
+    _check_tag(request.tag)  # line breaks: SendRequest checks only the length
     stream = _check_stream(stream, request.stream)
     send_at = check_send_at(getattr(request, "send_at", None))
     limit = get_settings().smtp_server_max_message_size
@@ -289,7 +292,8 @@ def prepare(db: Session, server: Server, request, *, cache: dict | None = None) 
                                      field="body") from None
     _check_size(len(raw), "attachments" if attachments else "body", limit)
     return Prepared(raw=raw, message_id_header=message_id, mail_from=from_.email, domain=domain,
-                    recipients=recipients, subject=request.subject, tag=tag,
+                    recipients=recipients, subject=request.subject,
+                    kept={name: getattr(request, name, None) for name in KEPT_SEND_FIELDS},
                     metadata=request.metadata, stream=stream,
                     has_html=request.html_body is not None,
                     track_opens=getattr(request, "track_opens", None),
@@ -405,7 +409,8 @@ def prepare_parsed(db: Session, server: Server, parsed: ParsedRaw, *, tag=None, 
     raw = with_id
     return Prepared(raw=raw, message_id_header=message_id, mail_from=parsed.sender.email,
                     domain=domain, recipients=parsed.recipients, subject=parsed.subject,
-                    tag=_check_tag(tag), metadata=metadata, stream=stream, maybe_held=maybe_held,
+                    kept={**dict.fromkeys(KEPT_SEND_FIELDS), "tag": _check_tag(tag)},
+                    metadata=metadata, stream=stream, maybe_held=maybe_held,
                     has_html=b"html" in raw.lower() and bool(_HTML_PART.search(raw)),
                     track_header=_raw_header(raw, engagement.CONTROL_HEADER))
 
@@ -492,12 +497,12 @@ def store(db: Session, server: Server, prepared: list[Prepared], *,
             rows.append(dict(
                 server_id=server.id, token=new_token(), scope="outgoing",
                 rcpt_to=rcpt, mail_from=p.mail_from, subject=subject,
-                message_id_header=p.message_id_header, tag=p.tag, metadata=p.metadata,
+                message_id_header=p.message_id_header, metadata=p.metadata,
                 stream_id=p.stream.id if p.stream else None, domain_id=p.domain.id,
                 size=len(p.raw), status=status, held=status == statuses.HELD, status_details=details,
                 track_opens=opens, track_clicks=clicks, bounce=False,
                 next_attempt_at=None if status == statuses.HELD else (p.send_at or now),
-                created_at=now, updated_at=now))
+                created_at=now, updated_at=now, **p.kept))
     results: list = [limits.exceeded(admission) if index in refused else None
                      for index in range(len(prepared))]
     if not rows:

@@ -6,7 +6,7 @@ store into it (``content-backfill``).
 
 Runs as the ``migrate`` Lambda function (``app.py``), which ``infra/deploy.sh`` updates to the
 new code and invokes BEFORE ``chalice deploy`` switches the API and workers over, and locally
-as ``python -m chalicelib.ops migrate``. Idempotent: running it twice changes nothing."""
+as ``python -m chalicelib.deploy_tasks migrate``. Idempotent: running it twice changes nothing."""
 from __future__ import annotations
 
 import sys
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     args = sys.argv[1:] if argv is None else argv
-    usage = ("usage: python -m chalicelib.ops migrate | content-backfill | "
+    usage = ("usage: python -m chalicelib.deploy_tasks migrate | content-backfill | "
              "signing-key show|rotate|activate")
     if args not in (["migrate"], ["content-backfill"]) and not (len(args) == 2 and args[0] == "signing-key"
                                     and args[1] in SIGNING_KEY_ACTIONS):
