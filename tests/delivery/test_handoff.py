@@ -77,6 +77,7 @@ def test_runs_hand_their_messages_to_the_run_holding_the_slot(api, tenant, by_ha
                                                              monkeypatch):
     mx, domain = by_hand, f"{unique('two')}.example"
     _limit(monkeypatch, domain, 2)
+    monkeypatch.setenv("WORKER_PROCESSES", "0")  # one worker process: its share is all
     ids, addresses = park_many(db, api, tenant, 24,
                                [f"{unique('t')}@{domain}" for _ in range(24)])
     handed: list[int] = []
@@ -100,6 +101,26 @@ def test_runs_hand_their_messages_to_the_run_holding_the_slot(api, tenant, by_ha
         row = _row(message_id)
         assert row.status == "Sent" and row.locked_by is None and row.attempts == 1
         assert [d.status for d in deliveries_of(message_id)] == ["Sent"]
+
+
+def test_a_worker_process_takes_its_share_of_the_slots_and_carries_the_rest(
+        api, tenant, by_hand, db, monkeypatch):
+    # Two worker processes (make run's) and a limit of 2: this process takes one slot and
+    # hands the rest of its messages to its holder, leaving the other slot to the other
+    # process instead of taking both and making that one's runs pace.
+    mx, domain = by_hand, f"{unique('share')}.example"
+    name = _limit(monkeypatch, domain, 2)
+    monkeypatch.setenv("WORKER_PROCESSES", "2")
+    ids, addresses = park_many(db, api, tenant, 12,
+                               [f"{unique('s')}@{domain}" for _ in range(12)])
+    runs = [Run(ids[n::4]) for n in range(4)]
+    results: dict = {}
+    for run in runs:
+        results.update(run.outcome())
+    assert results == {i: "Sent" for i in ids}
+    assert [len(mx.received_for(to)) for to in addresses] == [1] * 12
+    assert mx.peak_open == 1  # one of the two slots: the other stayed free
+    assert handoff.waiting(name) == 0
 
 
 def test_a_handed_over_message_whose_claim_was_taken_is_not_sent(api, tenant, by_hand, db,

@@ -12,6 +12,10 @@ process holds a slot there (other processes hold them all) is the message paced.
 
 * **Holders.** A run holding a slot of the destination in use (``hold`` / ``let_go``); a
   parked slot needs no line (the next run adopts it, ``sessions.adopt``).
+* **A process's share.** `make run`'s worker processes each hand over once they hold their
+  share of the destination's slots (its connections over WORKER_PROCESSES, rounded up;
+  ``pacing._Limits.share``), without asking for another: with a limit of 2 and two worker
+  processes, one process taking both slots would make every run of the other pace.
 * **Handing over.** The claimant keeps its claim (``locked_by``): the holder runs the rest of
   the attempt (admission by pacing's other limits, the in-flight marker, DATA, the outcome)
   for the claimant's claim token, so every write stays guarded on that claim. The claimant
@@ -96,6 +100,13 @@ def let_go(key: tuple) -> None:
         left = list(line.entries)
     for entry in left:
         entry.finish(None)
+
+
+def holders(key: tuple) -> int:
+    """How many runs of this process hold a slot of ``key`` in use."""
+    with _lock:
+        line = _lines.get(key)
+        return 0 if line is None else line.holders
 
 
 def held(key: tuple) -> bool:

@@ -43,7 +43,9 @@ slot before a waiting one wakes.
 process holds one of them in use is not paced: it is handed to that run (``handoff.py``),
 which carries it over its session between and after its own messages (``Pacer.carry``), the
 message admitted by the destination's other limits (rate, backoff) on the holder's slot. Only
-when no run of this process holds a slot there is it paced as above.
+when no run of this process holds a slot there is it paced as above. A `make run` worker
+process hands over as soon as it holds its share of the slots (``_Limits.share``: the
+connections over WORKER_PROCESSES, rounded up), leaving the others to the other processes.
 
 **At the marker.** The later messages of a batch to a destination without a
 rate whose slot the worker already holds, over the session the previous message left open
@@ -70,6 +72,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import random
 import threading
@@ -215,6 +218,12 @@ class _Limits:
         self.backoff_max = settings.scaled(settings.delivery_pacing_backoff_max_seconds)
         self.backoff_base = settings.scaled(settings.delivery_pacing_backoff_seconds)
         self.lease = settings.claim_timeout_seconds
+        # The slots one worker process takes before it hands its messages to its own
+        # holders (handoff.py): its share among `make run`'s WORKER_PROCESSES (all of them
+        # with 0 or 1, and on Lambda, whose concurrent invocations nobody counts here).
+        processes = 1 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else \
+            max(1, settings.worker_processes)
+        self.share = math.ceil(rule.connections / processes)
 
 
 # --- statements (built once per shape and dialect, every value a bind parameter) -----------
@@ -428,6 +437,10 @@ class Pacer:
             if adopted is not None:
                 self._hold((pool, name), adopted)
                 slot = False
+            elif handoff.holders((pool, name)) >= limits.share:
+                # This process has its share of the destination's connections in use: its
+                # holders carry the message; the other slots stay for the other processes.
+                return _or_line(_slot_wait(pool, name, limits, clock.now()), pool, name)
         if not slot and not rule.per_minute and previous is not None and \
                 previous[:2] == (pool, name):
             # The slot is ours and its session open: admitted by the marker's statement.
