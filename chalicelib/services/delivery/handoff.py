@@ -15,7 +15,9 @@ process holds a slot there (other processes hold them all) is the message paced.
 * **A process's share.** `make run`'s worker processes each hand over once they hold their
   share of the destination's slots (its connections over WORKER_PROCESSES, rounded up;
   ``pacing._Limits.share``), without asking for another: with a limit of 2 and two worker
-  processes, one process taking both slots would make every run of the other pace.
+  processes, one process taking both slots would make every run of the other pace. A run
+  counts as a holder from the moment it asks the database for a slot (``reserve``), so runs
+  starting together do not all take one; it lets go when it got none.
 * **Handing over.** The claimant keeps its claim (``locked_by``): the holder runs the rest of
   the attempt (admission by pacing's other limits, the in-flight marker, DATA, the outcome)
   for the claimant's claim token, so every write stays guarded on that claim. The claimant
@@ -85,6 +87,20 @@ def hold(key: tuple) -> None:
         if line is None:
             line = _lines[key] = _Line()
         line.holders += 1
+
+
+def reserve(key: tuple, share: int) -> bool:
+    """A run about to take one of ``key``'s slots counts as a holder at once (so runs of the
+    process starting together do not all take one), unless the process holds its ``share``
+    already: False, hand the message over instead. ``let_go`` when no slot was taken."""
+    with _lock:
+        line = _lines.get(key)
+        if line is None:
+            line = _lines[key] = _Line()
+        if line.holders >= share:
+            return False
+        line.holders += 1
+        return True
 
 
 def let_go(key: tuple) -> None:

@@ -418,6 +418,7 @@ class Pacer:
         self._destinations: dict[tuple, tuple[str, Rule, _Limits]] = {}
         self._carried: list[tuple[handoff.Entry, str]] = []  # outcomes not written yet
         self._recorder = None  # the run's recorder (``carry``)
+        self._share = 0  # the held destination's share of slots for this process
 
     def admit(self, db, message, hosts: list[tuple[str, int]], mx: bool) -> Wait | None:
         """None: send now (a slot and a rate cell are taken). Else when it may go. ``mx``:
@@ -431,18 +432,20 @@ class Pacer:
                                                hosts if mx else [])
         if self.held is not None and self.held != (pool, name):
             self.finish(db)  # moving on: the previous destination's session is done
-        slot = self.held is None
+        slot, key = self.held is None, (pool, name)
         if slot:  # a slot this process parked with an idle session to the destination?
             adopted = self._adopt(db, pool, name)
             if adopted is not None:
-                self._hold((pool, name), adopted)
+                self._hold(key, adopted, limits)
+                handoff.hold(key)
                 slot = False
-            elif handoff.holders((pool, name)) >= limits.share:
-                # This process has its share of the destination's connections in use: its
-                # holders carry the message; the other slots stay for the other processes.
+            elif not handoff.reserve(key, limits.share):
+                # This process has its share of the destination's slots in use (or being
+                # taken): its holders carry the message; the other slots stay for the other
+                # processes.
                 return _or_line(_slot_wait(pool, name, limits, clock.now()), pool, name)
         if not slot and not rule.per_minute and previous is not None and \
-                previous[:2] == (pool, name):
+                previous[:2] == key:
             # The slot is ours and its session open: admitted by the marker's statement.
             now = clock.now()
             self.pending = Admission({
@@ -450,36 +453,44 @@ class Pacer:
                 "p_backoff_horizon": _backoff_horizon(limits, now)})
             self.current = (pool, name, limits, previous[3])
             return None
-        for _ in range(3):
-            # A run of this process holding a slot may let go while we ask: then its slot
-            # is parked (ours to adopt) or free, and we ask again instead of pacing.
-            had_holder = slot and handoff.held((pool, name))
-            now = clock.now()
-            taking = sessions.Slot(pool, name, self.worker) if slot else None
-            params = _params(pool, name, limits, now,
-                             holder=taking.holder if taking else self.worker)
-            rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
-            if rows:
-                if slot:
-                    self._hold((pool, name), taking)
-                self.current = (pool, name, limits, rows[0].throttles)
-                return None
-            wait = _refused(db, pool, name, limits, slot, now)
-            if wait is not None and wait.busy and had_holder and \
-                    not handoff.held((pool, name)):
-                adopted = self._adopt(db, pool, name)
-                if adopted is not None:
-                    self._hold((pool, name), adopted)
-                    slot = False
-                continue
-            if wait is not None:
-                return _or_line(wait, pool, name)
-        # Raced three times in a row (another worker changed the row each time): later.
-        return _or_line(_slot_wait(pool, name, limits, clock.now()), pool, name)
+        reserved = slot  # counted among the line's holders until a slot is ours, or not
+        try:
+            for _ in range(3):
+                # Another run of this process holding a slot may let go while we ask: then
+                # its slot is parked (ours to adopt) or free, and we ask again, not pace.
+                others = slot and handoff.holders(key) > 1
+                now = clock.now()
+                taking = sessions.Slot(pool, name, self.worker) if slot else None
+                params = _params(pool, name, limits, now,
+                                 holder=taking.holder if taking else self.worker)
+                rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
+                if rows:
+                    if slot:
+                        self._hold(key, taking, limits)
+                        reserved = False
+                    self.current = (pool, name, limits, rows[0].throttles)
+                    return None
+                wait = _refused(db, pool, name, limits, slot, now)
+                if wait is not None and wait.busy and others and handoff.holders(key) <= 1:
+                    adopted = self._adopt(db, pool, name)
+                    if adopted is not None:
+                        self._hold(key, adopted, limits)
+                        reserved, slot = False, False
+                    continue
+                if wait is not None:
+                    break
+            else:  # raced three times in a row (another worker changed the row each time)
+                wait = _slot_wait(pool, name, limits, clock.now())
+        finally:
+            if reserved:  # no slot after all: the reservation goes (messages handed to it
+                handoff.let_go(key)  # go back to their runs)
+        return _or_line(wait, pool, name)
 
-    def _hold(self, key: tuple[int, str], slot: sessions.Slot | None) -> None:
-        self.held, self.slot = key, slot
-        handoff.hold(key)  # other runs of the process may hand it their messages now
+    def _hold(self, key: tuple[int, str], slot: sessions.Slot | None,
+              limits: _Limits) -> None:
+        """The slot is ours; the run is counted among the line's holders (``handoff``),
+        so other runs of the process may hand it their messages."""
+        self.held, self.slot, self._share = key, slot, limits.share
 
     def _adopt(self, db, pool: int, name: str) -> sessions.Slot | None:
         found, stale = sessions.adopt(pool, name)
@@ -605,9 +616,13 @@ class Pacer:
         parked."""
         if self.held is not None:
             key, slot, self.held, self.slot = self.held, self.slot, None, None
-            if slot is not None and sessions.park(slot):
+            # Parked only while the process keeps no more than its share of the slots
+            # (in use by its other runs, or parked): the rest go back to other processes.
+            keep = handoff.holders(key) - 1 + sessions.parked(*key) < self._share
+            if slot is not None and keep and sessions.park(slot):
                 _start_reaper()
             elif slot is not None:
+                slot.drop()  # closed (QUIT), then its slot given back
                 _give_back(db, slot)
             handoff.let_go(key)
         self._settle_carried()
