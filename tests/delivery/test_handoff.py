@@ -210,3 +210,29 @@ def test_a_holder_that_fails_leaves_the_messages_handed_to_it_due(api, tenant, b
     make_due(third)
     assert worker.process_batch([second, third]) == {second: "Sent", third: "Sent"}
     assert [len(mx.received_for(_row(i).rcpt_to)) for i in (first, second, third)] == [1] * 3
+
+
+def test_a_handed_over_message_still_waits_out_its_destinations_backoff(api, tenant, by_hand,
+                                                                       db, monkeypatch):
+    # The holder's own message gets a throttle reply while a message is in its line: the
+    # destination backs off, so the handed-over one is admitted as any other would be:
+    # paced until the backoff ends, for its own claim, not sent.
+    mx, domain = by_hand, f"{unique('back')}.example"
+    name = _limit(monkeypatch, domain, 1)
+    first, second = _due(db, api, tenant, domain, 2)
+    mx.script = ["421 4.7.0 Try again later, closing connection."]
+    arrived, release = mx.hold_next_data()
+    holder = Run([first])
+    try:
+        assert arrived.wait(30)
+        claimant = Run([second])
+        wait_for(lambda: handoff.waiting(name) == 1, message="the hand-over")
+    finally:
+        release.set()
+    assert holder.outcome() == {first: "SoftFail"}
+    assert claimant.outcome() == {second: "paced"}
+    shown = message(api, tenant, second)
+    assert shown["status"] == "Pending" and "answered a throttle reply" in shown["status_details"]
+    assert (shown["attempts"], shown["deliveries"]) == (0, [])
+    assert _row(second).locked_by is None  # released by the holder, under its own claim
+    assert len(mx.messages) == 0 and [d.code for d in deliveries_of(first)] == [421]
