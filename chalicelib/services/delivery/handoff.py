@@ -17,7 +17,8 @@ process holds a slot there (other processes hold them all) is the message paced.
   ``pacing._Limits.share``), without asking for another: with a limit of 2 and two worker
   processes, one process taking both slots would make every run of the other pace. A run
   counts as a holder from the moment it asks the database for a slot (``reserve``), so runs
-  starting together do not all take one; it lets go when it got none.
+  starting together do not all take one; it lets go when it got none. A process parks no
+  more than its share either (``Pacer.finish``): a slot beyond it is given back.
 * **Handing over.** The claimant keeps its claim (``locked_by``): the holder runs the rest of
   the attempt (admission by pacing's other limits, the in-flight marker, DATA, the outcome)
   for the claimant's claim token, so every write stays guarded on that claim. The claimant
@@ -28,9 +29,11 @@ process holds a slot there (other processes hold them all) is the message paced.
   back to their claimants unsent (``result`` None): each asks pacing again (the slot just
   parked or freed may be its now) or is paced. A claimant that waited half its claim
   (CLAIM_TIMEOUT_SECONDS) takes its message back the same way if no holder has started it.
+  A message the holder failed on (an unexpected error while carrying it) is reported
+  ``failed``: its claim stays and expires, so it is retried, as for the holder's own.
 * **Claims that expired.** A holder does not start a message whose claim is older than
-  CLAIM_TIMEOUT_SECONDS, less a clock skew (``Entry.expired``): nothing is sent or written, it is due again as
-  any expired claim. A claim another worker took meanwhile is caught by the in-flight
+  CLAIM_TIMEOUT_SECONDS, less a clock skew (``Entry.expired``): nothing is sent or
+  written, it is due again as any expired claim. A claim another worker took meanwhile is caught by the in-flight
   marker's guard (``locked_by``), as for any message: nothing is sent.
 """
 from __future__ import annotations
