@@ -10,6 +10,9 @@ had to give), never time."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 
@@ -172,7 +175,9 @@ def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by
     try:
         assert arrived.wait(20)  # the first worker holds the only slot, in DATA
         assert _destination(name).active == 1
-        assert worker.process(second) == "paced"  # another worker: no second connection
+        # A worker of another process: no second connection. (Another run of this process
+        # is handed the message instead: test_handoff.py.)
+        assert _in_another_process(second) == "paced"
         assert f"all 1 connections to {name}" in message(api, tenant, second)["status_details"]
         assert mx.connections == 1
     finally:
@@ -186,6 +191,21 @@ def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by
     assert len(mx.messages) == 2 and mx.connections == 1
     pacing.release_idle(everything=True)  # closed: the slot is given back
     assert _destination(name).active == 0
+
+
+_OTHER_PROCESS = """
+import sys
+from chalicelib.services.delivery import process
+print(process.process(int(sys.argv[1])), flush=True)
+"""
+
+
+def _in_another_process(message_id: int) -> str:
+    """One wake-up handled by a worker process of its own (same database, settings, MX)."""
+    done = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(message_id)],
+                          env=dict(os.environ), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
 
 
 def test_a_dead_workers_slot_is_given_back_when_its_lease_lapses(api, tenant, by_hand, db,

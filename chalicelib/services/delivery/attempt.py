@@ -8,6 +8,8 @@
     route                   -> where it goes (relay, MX hosts); a DNS failure, or a pool that
                                cannot send from here, is an outcome
     pace                    -> may its destination take it now? If not: paced, no attempt
+                               (or, every slot taken and one held by a run of this process:
+                               handed to that run, which sends it for our claim; handoff.py)
     MTA-STS                 -> the recipient domain's policy, for its MX hosts (mta_sts.py)
     send                    -> SMTP, with the InFlight marker committed right before DATA
     record                  -> decide what the outcome means and write it, with its event
@@ -29,11 +31,12 @@ worker that dies before DATA leaves no such row, so the message is simply retrie
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from chalicelib import clock, observability, queues, statuses
 from chalicelib.db.models import Delivery
 from chalicelib.queues import SQS_MAX_DELAY
-from chalicelib.services.delivery import (capture, egress, mta_sts, pacing,
+from chalicelib.services.delivery import (capture, egress, handoff, mta_sts, pacing,
                                          recorder as recording, client, steps)
 from chalicelib.services.delivery.recorder import ClaimLost, Recorder
 from chalicelib.services.suppressions import policy as suppressions
@@ -72,10 +75,60 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
     except client.TargetError as exc:
         outcome = client.Outcome(exc.status, exc.details, recipient_rejected=exc.recipient_rejected)
         return record(db, message, worker, recorder, outcome, None, raw, size)
-    wait = pacer.admit(db, message, route.hosts, mx=route.to_mx)
-    if wait is not None:
-        return pace(db, message, worker, recorder, wait, raw, size)
-    policy = mta_sts.policy_for(domain) if route.to_mx else None
+    return _admit_and_send(db, message, worker, recorder, pacer,
+                           _Prepared(domain, path, route, data, raw, size))
+
+
+class _Prepared(NamedTuple):
+    """What the steps before pacing found for a message: where and what it sends."""
+    domain: str
+    path: egress.Egress
+    route: client.Route
+    data: bytes
+    raw: bytes | None   # prepared by this attempt: stored with the marker (or the outcome)
+    size: int | None
+
+
+def _admit_and_send(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer,
+                    prepared: _Prepared, carried: bool = False) -> str:
+    """Pacing's admission, then SMTP. When every connection slot of the destination is taken,
+    one by a run of this process, the message is handed to that run (``handoff.py``), which
+    comes back here (``carried``) with its own session, recorder and slot, for this
+    message's claim (``worker``); what it did is returned as ours."""
+    for _ in range(3):
+        wait = pacer.admit(db, message, prepared.route.hosts, mx=prepared.route.to_mx)
+        if wait is None:
+            return _send(db, message, worker, recorder, pacer, prepared)
+        if wait.line is None or carried:
+            break
+        result = _hand_over(db, message, worker, recorder, prepared, wait.line)
+        if result is not None:
+            return result
+        # not started (its holders let go): ask pacing again; the slot may be free now
+    return pace(db, message, worker, recorder, wait, prepared.raw, prepared.size)
+
+
+def _hand_over(db, message, worker: str, recorder: Recorder, prepared: _Prepared,
+               line: tuple) -> str | None:
+    """Wait while the run holding the destination's slot carries the message: what
+    happened, or None when it was not started."""
+    recorder.flush()  # nothing of ours waits on a marker meanwhile
+    if recorder.claim_open:  # the holder's writes must see our claim: commit it now
+        db.commit()
+
+    def carry(holder_db, holder_recorder: Recorder, holder_pacer: pacing.Pacer) -> str:
+        return _admit_and_send(holder_db, message, worker, holder_recorder, holder_pacer,
+                               prepared, carried=True)
+
+    return handoff.hand_over(line, handoff.Entry(message.id, message.server_id,
+                                                 message.claimed_at, carry))
+
+
+def _send(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer,
+          prepared: _Prepared) -> str:
+    """Admitted: SMTP over the pacer's slot, the in-flight marker right before DATA."""
+    route, path, raw, size = prepared.route, prepared.path, prepared.raw, prepared.size
+    policy = mta_sts.policy_for(prepared.domain) if route.to_mx else None
     in_flight: list[int] = []
     admission = pacer.take_admission()  # on a held slot (PostgreSQL): decided at the marker
 
@@ -87,8 +140,9 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
 
     try:
         outcome = client.send(route.hosts, mail_from=steps.return_path(message),
-                            rcpt_to=message.rcpt_to, data=data, before_data=before_data,
-                            egress=path, policy=policy, relayed=route.relayed,
+                            rcpt_to=message.rcpt_to, data=prepared.data,
+                            before_data=before_data, egress=path, policy=policy,
+                            relayed=route.relayed,
                             downgrade=steps.seven_bit(message),  # issue 32: no 8BITMIME
                             slot=pacer.session_slot())
     except ClaimLost:  # the session was left without DATA; the row is the other's now

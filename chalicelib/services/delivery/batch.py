@@ -24,7 +24,10 @@ What a batch changes
   slot with the first and keeps it for the consecutive messages to it, giving it back when
   it moves on or finishes. A message its destination cannot take now (a backoff after a
   throttle reply, no free slot, its messages a minute) is paced: released with its new due
-  time like any outcome (riding on the next marker), never claimed and dropped.
+  time like any outcome (riding on the next marker), never claimed and dropped. But when
+  every slot is taken and a run of this process holds one, the message is handed to that
+  run instead (``handoff.py``), which carries it between its own messages (``Pacer.carry``)
+  over its session, for this batch's claim; this run waits and reports what happened.
 * **Outcomes ride on the next marker.** A message's outcome (status, attempt, event, counters,
   webhook rows) is not committed on its own: it is written in the same statement, and so the
   same commit, as the next message's in-flight marker, and the last one at the batch's end.
@@ -109,6 +112,12 @@ class BatchRecorder(Recorder):
         self._pending = (db, pending)
         return None
 
+    def holds(self, message_id: int) -> bool:
+        return self._pending is not None and self._pending[1].message.id == message_id
+
+    def was_lost(self, message_id: int) -> bool:
+        return message_id in self.lost
+
     def flush(self) -> None:
         if self._pending is not None:
             db, pending = self._pending
@@ -173,6 +182,7 @@ def _deliver(db, queue: list, worker: str, statement, claim_open: bool) -> dict[
     recorder = BatchRecorder(claim_open=claim_open)
     pacer = pacing.Pacer(worker)  # one connection slot at a time, kept per destination
     event.listen(db, "after_commit", recorder.claim_committed)
+    finished = False
     try:
         queue = list(queue)
         while queue:
@@ -190,11 +200,17 @@ def _deliver(db, queue: list, worker: str, statement, claim_open: bool) -> dict[
                     queue = _claim_again(db, statement, worker, message.id, queue, results)
             if recorder.claim_open:  # not committed by a write after all: now
                 db.commit()
+            # Messages other runs of the process handed to our slot (handoff.py): now,
+            # between our own, over the same session.
+            pacer.carry(db, recorder)
         recorder.flush()
         pacer.finish(db)
+        finished = True
         for message_id in recorder.lost:  # its outcome was not written: see settle()
             results[message_id] = "claim-lost"
     finally:
+        if not finished:  # the run ends in error: what was handed to it goes back
+            pacer.abandon()
         # A BaseException (the worker is being killed) writes nothing more, as a real
         # kill would not: the pending outcome is lost and its marker speaks for it; a
         # claim still open is rolled back (nothing of the batch reached DATA yet).

@@ -14,6 +14,8 @@ the rows it claimed.
 """
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import bindparam, func, literal_column, or_, select
 
 from chalicelib import clock, queues, statuses
@@ -89,10 +91,11 @@ class Claimed:
     (``source``: the submission's raw source; ``sent``: the bytes an earlier attempt sent, or
     None) read through the content store the first time they are asked for."""
 
-    __slots__ = ("_row", "_source", "_sent")
+    __slots__ = ("_row", "_source", "_sent", "claimed_at")
 
-    def __init__(self, row):
+    def __init__(self, row, claimed_at: float = 0.0):
         self._row = row
+        self.claimed_at = claimed_at  # time.monotonic() before the claim ran (handoff.py)
         self._source = self._sent = _UNREAD
 
     def __getattr__(self, name):
@@ -130,6 +133,7 @@ def run(db, claim, params: dict, autocommit: bool = True) -> list:
     transaction, committed at once) unless ``autocommit`` is false (it then opens ``db``'s
     transaction)."""
     engine = autocommit_engine() if autocommit else None
+    started = time.monotonic()
     if engine is not None:
         with tenancy.connect(engine, tenancy.cross_tenant("delivery-claim")) as conn:
             rows = conn.execute(claim, params).all()
@@ -137,7 +141,7 @@ def run(db, claim, params: dict, autocommit: bool = True) -> list:
         with tenancy.across_tenants(db, "delivery-claim"):
             rows = db.execute(claim, params).all()
     tenancy.act(db, tenancy.for_servers(row.server_id for row in rows))
-    return [Claimed(row) for row in rows]
+    return [Claimed(row, started) for row in rows]
 
 
 def not_claimed(db, message_id: int, claim_now=None) -> str:

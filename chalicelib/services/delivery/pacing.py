@@ -39,6 +39,14 @@ one: each is handed the next wake-up time (``wake_at``, spaced at the rate, or a
 Waiting messages are not strictly first come, first served: a new message may take a free
 slot before a waiting one wakes.
 
+**Handed over, not paced.** A message finding every slot taken while a run of this same
+process holds one of them in use is not paced: it is handed to that run (``handoff.py``),
+which carries it over its session between and after its own messages (``Pacer.carry``), the
+message admitted by the destination's other limits (rate, backoff) on the holder's slot. Only
+when no run of this process holds a slot there is it paced as above. A `make run` worker
+process hands over as soon as it holds its share of the slots (``_Limits.share``: the
+connections over WORKER_PROCESSES, rounded up), leaving the others to the other processes.
+
 **At the marker.** The later messages of a batch to a destination without a
 rate whose slot the worker already holds, over the session the previous message left open
 (it was delivered or refused for good), are admitted in the statement that writes their
@@ -64,6 +72,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import random
 import threading
@@ -79,7 +88,8 @@ from chalicelib.config import get_settings
 from chalicelib.db import session_scope
 from chalicelib.db.engine import autocommit_engine
 from chalicelib.db.models import DeliveryDestination, DeliveryLease
-from chalicelib.services.delivery import sessions, client, writes
+from chalicelib.db import tenancy
+from chalicelib.services.delivery import handoff, sessions, client, writes
 from chalicelib.services.failures import enhanced_status
 from chalicelib.services.failures.rules import GREYLISTING
 
@@ -174,6 +184,8 @@ class Wait:
     until: datetime
     reason: str
     destination: str
+    busy: bool = False  # every connection slot is taken
+    line: tuple | None = None  # ...one by a run of this process: hand the message to it
 
 
 def _ts(moment: datetime) -> float:
@@ -206,6 +218,12 @@ class _Limits:
         self.backoff_max = settings.scaled(settings.delivery_pacing_backoff_max_seconds)
         self.backoff_base = settings.scaled(settings.delivery_pacing_backoff_seconds)
         self.lease = settings.claim_timeout_seconds
+        # The slots one worker process takes before it hands its messages to its own
+        # holders (handoff.py): its share among `make run`'s WORKER_PROCESSES (all of them
+        # with 0 or 1, and on Lambda, whose concurrent invocations nobody counts here).
+        processes = 1 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else \
+            max(1, settings.worker_processes)
+        self.share = math.ceil(rule.connections / processes)
 
 
 # --- statements (built once per shape and dialect, every value a bind parameter) -----------
@@ -398,6 +416,9 @@ class Pacer:
         self.current: tuple[int, str, _Limits, int] | None = None  # (pool, name, limits, throttles)
         self.pending: Admission | None = None  # the current message's, left to its marker
         self._destinations: dict[tuple, tuple[str, Rule, _Limits]] = {}
+        self._carried: list[tuple[handoff.Entry, str]] = []  # outcomes not written yet
+        self._recorder = None  # the run's recorder (``carry``)
+        self._share = 0  # the held destination's share of slots for this process
 
     def admit(self, db, message, hosts: list[tuple[str, int]], mx: bool) -> Wait | None:
         """None: send now (a slot and a rate cell are taken). Else when it may go. ``mx``:
@@ -411,13 +432,20 @@ class Pacer:
                                                hosts if mx else [])
         if self.held is not None and self.held != (pool, name):
             self.finish(db)  # moving on: the previous destination's session is done
-        slot = self.held is None
+        slot, key = self.held is None, (pool, name)
         if slot:  # a slot this process parked with an idle session to the destination?
-            self.slot = self._adopt(db, pool, name)
-            if self.slot is not None:
-                self.held, slot = (pool, name), False
+            adopted = self._adopt(db, pool, name)
+            if adopted is not None:
+                self._hold(key, adopted, limits)
+                handoff.hold(key)
+                slot = False
+            elif not handoff.reserve(key, limits.share):
+                # This process has its share of the destination's slots in use (or being
+                # taken): its holders carry the message; the other slots stay for the other
+                # processes.
+                return _or_line(_slot_wait(pool, name, limits, clock.now()), pool, name)
         if not slot and not rule.per_minute and previous is not None and \
-                previous[:2] == (pool, name):
+                previous[:2] == key:
             # The slot is ours and its session open: admitted by the marker's statement.
             now = clock.now()
             self.pending = Admission({
@@ -425,22 +453,44 @@ class Pacer:
                 "p_backoff_horizon": _backoff_horizon(limits, now)})
             self.current = (pool, name, limits, previous[3])
             return None
-        for _ in range(3):
-            now = clock.now()
-            taking = sessions.Slot(pool, name, self.worker) if slot else None
-            params = _params(pool, name, limits, now,
-                             holder=taking.holder if taking else self.worker)
-            rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
-            if rows:
-                if slot:
-                    self.held, self.slot = (pool, name), taking
-                self.current = (pool, name, limits, rows[0].throttles)
-                return None
-            wait = _refused(db, pool, name, limits, slot, now)
-            if wait is not None:
-                return wait
-        # Raced three times in a row (another worker changed the row each time): later.
-        return _slot_wait(pool, name, limits, clock.now())
+        reserved = slot  # counted among the line's holders until a slot is ours, or not
+        try:
+            for _ in range(3):
+                # Another run of this process holding a slot may let go while we ask: then
+                # its slot is parked (ours to adopt) or free, and we ask again, not pace.
+                others = slot and handoff.holders(key) > 1
+                now = clock.now()
+                taking = sessions.Slot(pool, name, self.worker) if slot else None
+                params = _params(pool, name, limits, now,
+                                 holder=taking.holder if taking else self.worker)
+                rows = _run(db, _admit_statements, params, slot, bool(rule.per_minute))
+                if rows:
+                    if slot:
+                        self._hold(key, taking, limits)
+                        reserved = False
+                    self.current = (pool, name, limits, rows[0].throttles)
+                    return None
+                wait = _refused(db, pool, name, limits, slot, now)
+                if wait is not None and wait.busy and others and handoff.holders(key) <= 1:
+                    adopted = self._adopt(db, pool, name)
+                    if adopted is not None:
+                        self._hold(key, adopted, limits)
+                        reserved, slot = False, False
+                    continue
+                if wait is not None:
+                    break
+            else:  # raced three times in a row (another worker changed the row each time)
+                wait = _slot_wait(pool, name, limits, clock.now())
+        finally:
+            if reserved:  # no slot after all: the reservation goes (messages handed to it
+                handoff.let_go(key)  # go back to their runs)
+        return _or_line(wait, pool, name)
+
+    def _hold(self, key: tuple[int, str], slot: sessions.Slot | None,
+              limits: _Limits) -> None:
+        """The slot is ours; the run is counted among the line's holders (``handoff``),
+        so other runs of the process may hand it their messages."""
+        self.held, self.slot, self._share = key, slot, limits.share
 
     def _adopt(self, db, pool: int, name: str) -> sessions.Slot | None:
         found, stale = sessions.adopt(pool, name)
@@ -499,15 +549,83 @@ class Pacer:
             # destination asks before it connects, not at its marker.
             self.current = None
 
+    def carry(self, db, recorder) -> None:
+        """Carry the messages other runs of this process handed to the held slot's line
+        (``handoff.py``) over its session, each for its own claim; call between the run's
+        own messages and after the last. A message whose claim expired in line is not
+        started (nothing sent or written: it is due again as any expired claim)."""
+        self._recorder = recorder
+        self._settle_carried()
+        while self.held is not None:
+            entry = handoff.take(self.held)
+            if entry is None:
+                break
+            if entry.expired():
+                entry.finish("claim-lost")
+                continue
+            if recorder.claim_open:  # the run's own claim commits before another's work
+                db.commit()
+            servers = tenancy.current(db).server_ids
+            if entry.server_id not in servers:  # act for the carried message's server too
+                tenancy.act(db, tenancy.for_servers((*servers, entry.server_id)))
+            try:
+                result = entry.carry(db, recorder, self)
+            except BaseException as error:
+                if not isinstance(error, Exception):  # the run is being stopped: say so
+                    entry.finish("failed")
+                    raise
+                # As for the run's own messages: the claim stays and expires, so the message
+                # is retried (its marker, if written, makes that worker hold it instead).
+                log.exception("delivery of message %s (handed over) failed unexpectedly",
+                              entry.message_id)
+                db.rollback()
+                result = "failed"
+            self._carried.append((entry, result))
+            self._settle_carried()
+        if self._carried:  # their claimants wait: write the last outcome now
+            recorder.flush()
+            self._settle_carried()
+
+    def _settle_carried(self) -> None:
+        """Tell the claimants of carried messages whose outcome is written what happened."""
+        recorder, left = self._recorder, []
+        for entry, result in self._carried:
+            if recorder is not None and recorder.holds(entry.message_id):
+                left.append((entry, result))  # rides on the next marker: not written yet
+            elif recorder is not None and recorder.was_lost(entry.message_id):
+                entry.finish("claim-lost")
+            else:
+                entry.finish(result)
+        self._carried = left
+
+    def abandon(self) -> None:
+        """The run ends in error: the slot is left to lapse (as its claims are); messages
+        still in its line go back to their claimants, and a carried one whose outcome was
+        not written is reported failed (its claim expires; its marker, if any, speaks)."""
+        if self.held is not None:
+            key, self.held, self.slot = self.held, None, None
+            handoff.let_go(key)
+        for entry, _ in self._carried:
+            entry.finish("failed")
+        self._carried = []
+
     def finish(self, db) -> None:
         """Done with the held slot's destination: park the slot with its session, idle,
-        for the next run (sessions.py), or give it back."""
+        for the next run (sessions.py), or give it back. Messages handed to its line since
+        the last ``carry`` go back to their claimants, which may adopt the slot just
+        parked."""
         if self.held is not None:
-            slot, self.held, self.slot = self.slot, None, None
-            if slot is not None and sessions.park(slot):
+            key, slot, self.held, self.slot = self.held, self.slot, None, None
+            # Parked only while the process keeps no more than its share of the slots
+            # (in use by its other runs, or parked): the rest go back to other processes.
+            keep = handoff.holders(key) - 1 + sessions.parked(*key) < self._share
+            if slot is not None and keep and sessions.park(slot):
                 _start_reaper()
             elif slot is not None:
+                slot.drop()  # closed (QUIT), then its slot given back
                 _give_back(db, slot)
+            handoff.let_go(key)
+        self._settle_carried()
 
 
 def _give_back(db, slot: sessions.Slot) -> None:
@@ -606,7 +724,14 @@ def _slot_wait(pool: int, name: str, limits: _Limits, now: datetime) -> Wait:
     until = now + timedelta(seconds=seconds)
     return Wait(until, f"waiting: all {limits.rule.connections} connections to "
                        f"{_label(pool, name)} are in use; next attempt at {_iso(until)} "
-                       "(pacing)", name)
+                       "(pacing)", name, busy=True)
+
+
+def _or_line(wait: Wait, pool: int, name: str) -> Wait:
+    """Every slot taken, one by a run of this process: the wait names its line."""
+    if wait.busy and handoff.held((pool, name)):
+        wait.line = (pool, name)
+    return wait
 
 
 def _ticket(db, pool: int, name: str, limits: _Limits, base: datetime, now: datetime) -> datetime:

@@ -27,14 +27,16 @@ def process(message_id: int) -> str:
         rows = claim.run(db, claim.statement(), params)
         if not rows:
             return claim.not_claimed(db, message_id, params[claims.CLAIM_NOW])
-        pacer = pacing.Pacer(worker)
+        pacer, recorder = pacing.Pacer(worker), Recorder()
         try:
-            result = attempt.attempt(db, rows[0], worker, Recorder(), pacer)
+            result = attempt.attempt(db, rows[0], worker, recorder, pacer)
+            pacer.carry(db, recorder)  # what other runs handed to our slot (handoff.py)
         except BaseException:
             # Leave the claim (and a connection slot the pacer holds): both expire and the
             # row is retried (an unexpected error must not turn into a tight loop). The
             # session rolls back anything uncommitted.
             log.exception("delivery of message %s failed unexpectedly", message_id)
+            pacer.abandon()
             raise
         pacer.finish(db)
         return result

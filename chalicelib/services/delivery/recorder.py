@@ -147,6 +147,17 @@ class Recorder:
         """An outcome waiting to ride on the next marker: never, here."""
         return None
 
+    def holds(self, message_id: int) -> bool:
+        """The message's outcome waits to ride on the next marker (not written yet)."""
+        return False
+
+    def was_lost(self, message_id: int) -> bool:
+        """The message's outcome, written later than its attempt, found its claim taken."""
+        return False
+
+    def flush(self) -> None:
+        """Write an outcome still waiting for a marker: none, here."""
+
     def write(self, db, pending: PendingOutcome) -> bool | None:
         """Write an outcome and commit. False when the claim was no longer ours (nothing
         written, ``delivery.claim_lost`` logged)."""

@@ -148,6 +148,12 @@ def expired(everything: bool = False) -> list[Slot]:
     return gone
 
 
+def parked(pool: int, destination: str) -> int:
+    """How many of the destination's slots this process keeps parked."""
+    with _lock:
+        return len(_parked.get((pool, destination), ()))
+
+
 def parked_count() -> int:
     with _lock:
         return sum(len(slots) for slots in _parked.values())
