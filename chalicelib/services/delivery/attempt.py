@@ -130,7 +130,7 @@ def _send(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer,
     route, path, raw, size = prepared.route, prepared.path, prepared.raw, prepared.size
     policy = mta_sts.policy_for(prepared.domain) if route.to_mx else None
     in_flight: list[int] = []
-    admission = pacer.take_admission()  # on a held slot (PostgreSQL): decided at the marker
+    admission = pacer.take_admission()  # on a held slot: decided at the marker
 
     def before_data(host: str) -> None:
         nonlocal raw
