@@ -106,6 +106,19 @@ def test_delivery_keeps_positive_answers_for_their_ttl(dns_server, monkeypatch):
     assert dns_server.asked[("multi.test.", "MX")] == 4
 
 
+def test_kept_answers_expire_at_the_cap(dns_server, monkeypatch):
+    """DNS_CACHE_MAX_SECONDS caps how long an answer is kept, below its TTL (60 s here)."""
+    import time
+
+    monkeypatch.setenv("DNS_CACHE_MAX_SECONDS", "0.2")
+    for _ in range(2):
+        delivery.targets("multi.test")
+    assert dns_server.asked[("multi.test.", "MX")] == 1
+    time.sleep(0.3)
+    delivery.targets("multi.test")
+    assert dns_server.asked[("multi.test.", "MX")] == 2
+
+
 def test_verification_lookups_are_never_kept(dns_server, monkeypatch):
     from chalicelib import dns_lookup
 
