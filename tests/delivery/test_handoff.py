@@ -19,7 +19,8 @@ from chalicelib.db.models import Message
 from chalicelib.services.delivery import handoff, pacing, process as worker, steps
 from tests.support import all_tenants, unique, wait_for
 from tests.support.delivery import (DroppedQueue, WorkerDied, deliveries_of, make_due,
-                                    park_many, park_message)
+                                    message_row, park_due,
+                                    park_many)
 from tests.support.sending import message
 
 
@@ -37,20 +38,6 @@ def _limit(monkeypatch, domain: str, connections: int) -> str:
     monkeypatch.setenv("DELIVERY_PACING_RULES", json.dumps(
         [{"name": name, "domains": [domain], "connections": connections}]))
     return name
-
-
-def _due(db, api, tenant, domain: str, count: int) -> list[int]:
-    ids = [park_message(db, api, tenant, f"{unique(f'h{i}')}@{domain}") for i in range(count)]
-    for message_id in ids:
-        make_due(message_id)
-    return ids
-
-
-def _row(message_id: int) -> Message:
-    with all_tenants() as session:
-        row = session.get(Message, message_id)
-        session.expunge(row)
-        return row
 
 
 class Run(threading.Thread):
@@ -98,7 +85,7 @@ def test_runs_hand_their_messages_to_the_run_holding_the_slot(api, tenant, by_ha
     assert [len(mx.received_for(to)) for to in addresses] == [1] * 24  # each exactly once
     assert mx.peak_open <= 2  # the limit held at the MX, idle sessions included
     for message_id in ids:  # each outcome recorded against its own claim: released, once
-        row = _row(message_id)
+        row = message_row(message_id)
         assert row.status == "Sent" and row.locked_by is None and row.attempts == 1
         assert [d.status for d in deliveries_of(message_id)] == ["Sent"]
 
@@ -127,7 +114,7 @@ def test_a_handed_over_message_whose_claim_was_taken_is_not_sent(api, tenant, by
                                                                  monkeypatch):
     mx, domain = by_hand, f"{unique('lost')}.example"
     name = _limit(monkeypatch, domain, 1)
-    first, second = _due(db, api, tenant, domain, 2)
+    first, second = park_due(db, api, tenant, domain, 2, "h")
     arrived, release = mx.hold_next_data()
     holder = Run([first])
     try:
@@ -144,14 +131,14 @@ def test_a_handed_over_message_whose_claim_was_taken_is_not_sent(api, tenant, by
     assert claimant.outcome() == {second: "claim-lost"}  # the marker's guard: not ours
     assert len(mx.messages) == 1 and mx.connections == 1
     assert deliveries_of(second) == []  # nothing written for it either
-    assert _row(second).locked_by == "another-worker"
+    assert message_row(second).locked_by == "another-worker"
 
 
 def test_a_message_whose_claim_expired_in_line_is_not_started(api, tenant, by_hand, db,
                                                               monkeypatch):
     mx, domain = by_hand, f"{unique('old')}.example"
     name = _limit(monkeypatch, domain, 1)
-    first, second = _due(db, api, tenant, domain, 2)
+    first, second = park_due(db, api, tenant, domain, 2, "h")
     arrived, release = mx.hold_next_data()
     holder = Run([first])
     try:
@@ -167,14 +154,14 @@ def test_a_message_whose_claim_expired_in_line_is_not_started(api, tenant, by_ha
     assert claimant.outcome() == {second: "claim-lost"}
     assert len(mx.messages) == 1
     assert deliveries_of(second) == []
-    assert _row(second).status == "Pending"  # due again once the sweeper finds it
+    assert message_row(second).status == "Pending"  # due again once the sweeper finds it
 
 
 def test_a_holder_that_fails_leaves_the_messages_handed_to_it_due(api, tenant, by_hand, db,
                                                                   monkeypatch):
     mx, domain = by_hand, f"{unique('fail')}.example"
     name = _limit(monkeypatch, domain, 1)
-    first, second, third = _due(db, api, tenant, domain, 3)
+    first, second, third = park_due(db, api, tenant, domain, 3, "h")
     real = steps.return_path
 
     def dies_on_second(row):
@@ -201,7 +188,7 @@ def test_a_holder_that_fails_leaves_the_messages_handed_to_it_due(api, tenant, b
     assert claimants[1].outcome() == {third: "paced"}
     assert len(mx.messages) == 1
     assert deliveries_of(second) == deliveries_of(third) == []
-    assert _row(second).locked_by is not None and _row(third).locked_by is None
+    assert message_row(second).locked_by is not None and message_row(third).locked_by is None
     shown = message(api, tenant, third)
     assert shown["status"] == "Pending" and "connections" in shown["status_details"]
     monkeypatch.setattr(steps, "return_path", real)
@@ -209,7 +196,7 @@ def test_a_holder_that_fails_leaves_the_messages_handed_to_it_due(api, tenant, b
     clock.advance(timedelta(seconds=2000))
     make_due(third)
     assert worker.process_batch([second, third]) == {second: "Sent", third: "Sent"}
-    assert [len(mx.received_for(_row(i).rcpt_to)) for i in (first, second, third)] == [1] * 3
+    assert [len(mx.received_for(message_row(i).rcpt_to)) for i in (first, second, third)] == [1] * 3
 
 
 def test_a_handed_over_message_still_waits_out_its_destinations_backoff(api, tenant, by_hand,
@@ -219,7 +206,7 @@ def test_a_handed_over_message_still_waits_out_its_destinations_backoff(api, ten
     # paced until the backoff ends, for its own claim, not sent.
     mx, domain = by_hand, f"{unique('back')}.example"
     name = _limit(monkeypatch, domain, 1)
-    first, second = _due(db, api, tenant, domain, 2)
+    first, second = park_due(db, api, tenant, domain, 2, "h")
     mx.script = ["421 4.7.0 Try again later, closing connection."]
     arrived, release = mx.hold_next_data()
     holder = Run([first])
@@ -234,5 +221,5 @@ def test_a_handed_over_message_still_waits_out_its_destinations_backoff(api, ten
     shown = message(api, tenant, second)
     assert shown["status"] == "Pending" and "answered a throttle reply" in shown["status_details"]
     assert (shown["attempts"], shown["deliveries"]) == (0, [])
-    assert _row(second).locked_by is None  # released by the holder, under its own claim
+    assert message_row(second).locked_by is None  # released by the holder, under its own claim
     assert len(mx.messages) == 0 and [d.code for d in deliveries_of(first)] == [421]

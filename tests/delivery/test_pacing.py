@@ -24,7 +24,7 @@ from chalicelib.db import session_scope
 from chalicelib.db.models import DeliveryDestination, DeliveryLease, Message
 from chalicelib.services.delivery import pacing, process as worker, client
 from tests.support.delivery import DroppedQueue
-from tests.support.delivery import make_due, park_message
+from tests.support.delivery import message_row, park_due
 from tests.support.sending import message
 from tests.support import Api, all_tenants, make_tenant, unique
 
@@ -36,20 +36,6 @@ def by_hand(monkeypatch, mx):
     monkeypatch.setenv("TIME_SCALE", "1")
     monkeypatch.setattr(queues, "_port", DroppedQueue())
     return mx
-
-
-def _due(db, api, tenant, domain: str, count: int) -> list[int]:
-    ids = [park_message(db, api, tenant, f"{unique(f'p{i}')}@{domain}") for i in range(count)]
-    for message_id in ids:
-        make_due(message_id)
-    return ids
-
-
-def _row(message_id: int) -> Message:
-    with all_tenants() as session:
-        row = session.get(Message, message_id)
-        session.expunge(row)
-        return row
 
 
 def _destination(name: str) -> DeliveryDestination:
@@ -67,7 +53,7 @@ def _rules(monkeypatch, *rules: dict) -> None:
 def test_a_throttling_receiver_is_paced_not_hammered(api, tenant, by_hand, db):
     mx, domain = by_hand, f"{unique('paced')}.example"
     mx.throttle_after(3)
-    ids = _due(db, api, tenant, domain, 8)
+    ids = park_due(db, api, tenant, domain, 8)
     with all_tenants() as session:  # one was scheduled (send_at): paced, it is Pending
         session.execute(update(Message).where(Message.id == ids[-1]).values(status="Scheduled"))
 
@@ -85,13 +71,13 @@ def test_a_throttling_receiver_is_paced_not_hammered(api, tenant, by_hand, db):
         # Released, not dropped: due again after the backoff, no attempt, no event.
         assert shown["next_attempt_at"] > throttled["last_attempt_at"]
         assert (shown["attempts"], shown["deliveries"], shown["events"]) == (0, [], [])
-        assert _row(message_id).locked_by is None
+        assert message_row(message_id).locked_by is None
     backoff = _destination(domain)
     assert backoff.throttles == 1 and backoff.backoff_reason.startswith("421 4.7.0")
 
     # Every worker sees the backoff: a new message, and the waiting ones woken again early,
     # connect to nobody.
-    [fresh] = _due(db, api, tenant, domain, 1)
+    [fresh] = park_due(db, api, tenant, domain, 1)
     assert worker.process(fresh) == "paced"
     assert set(worker.process_batch(ids[3:]).values()) == {"early"}
     assert (mx.throttled, mx.connections) == (1, 1)
@@ -124,14 +110,14 @@ def test_single_wakeups_share_the_backoff_and_greylisting_is_no_throttle(api, te
     slow, grey = f"{unique('slow')}.example", f"{unique('grey')}.example"
     # A 4.7.x deferral at DATA ("rate limited") from one destination...
     mx.script = ["451 4.7.1 Rate limited, slow down"]
-    first, second = _due(db, api, tenant, slow, 2)
+    first, second = park_due(db, api, tenant, slow, 2)
     assert worker.process(first) == "SoftFail"
     assert worker.process(second) == "paced"
     assert "451 4.7.1 Rate limited" in message(api, tenant, second)["status_details"]
     assert mx.connections == 1
     # ... while a greylisting reply is about one sender and recipient: no backoff.
     mx.script = ["451 4.7.1 Greylisted, please try again in 5 minutes"]
-    third, fourth = _due(db, api, tenant, grey, 2)
+    third, fourth = park_due(db, api, tenant, grey, 2)
     assert worker.process(third) == "SoftFail"
     assert worker.process(fourth) == "Sent"
     assert _destination(grey).backoff_until is None
@@ -152,8 +138,8 @@ def test_domains_hosted_together_are_one_destination_found_by_their_mx(
         dns_zone.zone[(f"{domain}.", "MX")] = [(10, f"mx1.{provider}.")]
     dns_zone.zone[(f"mx1.{provider}.", "A")] = ["127.0.0.1"]
     mx.script = ["421 4.7.0 Try again later, closing connection."]
-    [to_shop] = _due(db, api, tenant, shop, 1)
-    [to_bakery] = _due(db, api, tenant, bakery, 1)
+    [to_shop] = park_due(db, api, tenant, shop, 1)
+    [to_bakery] = park_due(db, api, tenant, bakery, 1)
     assert worker.process(to_shop) == "SoftFail"
     assert worker.process(to_bakery) == "paced"
     assert mx.connections == 1
@@ -167,7 +153,7 @@ def test_a_destination_takes_only_its_connections_across_workers(api, tenant, by
     mx, domain, name = by_hand, f"{unique('solo')}.example", unique("solo")
     _rules(monkeypatch, {"name": name, "domains": [domain], "connections": 1})
     monkeypatch.setenv("DELIVERY_SESSION_IDLE_SECONDS", "60")
-    first, second = _due(db, api, tenant, domain, 2)
+    first, second = park_due(db, api, tenant, domain, 2)
     arrived, release = mx.hold_next_data()
     outcomes: list[str] = []
     busy = threading.Thread(target=lambda: outcomes.append(worker.process(first)))
@@ -212,7 +198,7 @@ def test_a_dead_workers_slot_is_given_back_when_its_lease_lapses(api, tenant, by
                                                                  monkeypatch):
     mx, domain, name = by_hand, f"{unique('dead')}.example", unique("dead")
     _rules(monkeypatch, {"name": name, "domains": [domain], "connections": 1})
-    [first] = _due(db, api, tenant, domain, 1)
+    [first] = park_due(db, api, tenant, domain, 1)
     pool = _pool_of(first)
     now = clock.now()
     with session_scope() as session:  # a worker took the only slot and died
@@ -244,13 +230,13 @@ def _pool_of(message_id: int) -> int:
 def test_messages_a_minute_come_back_one_by_one(api, tenant, by_hand, db, monkeypatch):
     mx, domain, name = by_hand, f"{unique('rate')}.example", unique("rate")
     _rules(monkeypatch, {"name": name, "domains": [domain], "per_minute": 6})  # one per 10 s
-    ids = _due(db, api, tenant, domain, 3)
+    ids = park_due(db, api, tenant, domain, 3)
     results = worker.process_batch(ids)
     assert [results[i] for i in ids] == ["Sent", "paced", "paced"]
     assert len(mx.rcpts_seen) == 1
     assert "at most 6 messages a minute" in message(api, tenant, ids[1])["status_details"]
     # Each waiting message was handed its own wake-up time, one interval apart.
-    gap = _row(ids[2]).next_attempt_at - _row(ids[1]).next_attempt_at
+    gap = message_row(ids[2]).next_attempt_at - message_row(ids[1]).next_attempt_at
     assert timedelta(seconds=9.9) < gap < timedelta(seconds=10.1)
 
     clock.advance(timedelta(seconds=11))
@@ -259,7 +245,7 @@ def test_messages_a_minute_come_back_one_by_one(api, tenant, by_hand, db, monkey
     clock.advance(timedelta(seconds=10))
     assert worker.process(ids[2]) == "Sent"
     assert len(mx.rcpts_seen) == 3 and len(mx.messages) == 3
-    assert [_row(i).attempts for i in ids] == [1, 1, 1]
+    assert [message_row(i).attempts for i in ids] == [1, 1, 1]
 
 
 def test_each_ip_pool_is_paced_on_its_own(api, by_hand, db):
@@ -276,8 +262,8 @@ def test_each_ip_pool_is_paced_on_its_own(api, by_hand, db):
         tenants.append((tenant, pool))
     (a, pool_a), (b, _) = tenants
     mx.script = ["421 4.7.0 Too many messages from your address"]
-    first_a, second_a = _due(db, api, a, domain, 2)
-    [first_b] = _due(db, api, b, domain, 1)
+    first_a, second_a = park_due(db, api, a, domain, 2)
+    [first_b] = park_due(db, api, b, domain, 1)
     assert worker.process(first_a) == "SoftFail"  # pool A's address is throttled ...
     assert worker.process(first_b) == "Sent"  # ... pool B's is not
     assert worker.process(second_a) == "paced"
@@ -373,9 +359,9 @@ def test_a_held_slots_messages_are_admitted_by_their_markers(api, tenant, by_han
     after the first are admitted in their in-flight marker's write (no statement, no commit
     of their own), which pacing had added to every message."""
     mx, domain = by_hand, f"{unique('held')}.example"
-    [first] = _due(db, api, tenant, domain, 1)
+    [first] = park_due(db, api, tenant, domain, 1)
     assert worker.process(first) == "Sent"  # the destination's row exists from now on
-    ids = _due(db, api, tenant, domain, 4)
+    ids = park_due(db, api, tenant, domain, 4)
     results: dict = {}
     statements = _pacing_statements(lambda: results.update(worker.process_batch(ids)))
     assert results == {i: "Sent" for i in ids}
@@ -389,7 +375,7 @@ def test_another_workers_backoff_stops_a_held_session_before_data(api, tenant, b
     destination's slot stops its next message at the marker: no DATA, no marker, paced with
     the reason; the one after asks before connecting and connects to nobody."""
     mx, domain = by_hand, f"{unique('stop')}.example"
-    ids = _due(db, api, tenant, domain, 3)
+    ids = park_due(db, api, tenant, domain, 3)
     arrived, release = mx.hold_next_data()
     results: dict = {}
     busy = threading.Thread(target=lambda: results.update(worker.process_batch(ids)))

@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from chalicelib import clock, queues
 from chalicelib.db.models import Delivery, Message
 from chalicelib.services.sending import submission
-from tests.support import all_tenants, wait_for
+from tests.support import all_tenants, unique, wait_for
 from tests.support.sending import message, rcpt
 from tests.support.smtp import starttls_client
 
@@ -59,6 +59,23 @@ def make_due(message_id: int) -> None:
     with all_tenants() as session:
         session.execute(update(Message).where(Message.id == message_id)
                         .values(next_attempt_at=clock.now()))
+
+
+def park_due(db, api, tenant, domain: str, count: int, prefix: str = "p") -> list[int]:
+    """``count`` messages to ``domain`` parked, then made due (the test's own calls deliver)."""
+    ids = [park_message(db, api, tenant, f"{unique(f'{prefix}{i}')}@{domain}")
+           for i in range(count)]
+    for message_id in ids:
+        make_due(message_id)
+    return ids
+
+
+def message_row(message_id: int) -> Message:
+    """The message's row as it is now, detached from its session."""
+    with all_tenants() as session:
+        row = session.get(Message, message_id)
+        session.expunge(row)
+        return row
 
 
 def deliveries_of(message_id: int) -> list[Delivery]:
