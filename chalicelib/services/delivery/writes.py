@@ -153,7 +153,7 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
         return tagged
     for statements, tag, guard in composed:
         for i, stmt in enumerate(statements):
-            rows = _execute(db.connection(), stmt, params)
+            rows = execute_prebuilt(db.connection(), stmt, params)
             if guard and i == 0:
                 if not rows:
                     break  # the claim is not ours: nothing more of this outcome
@@ -194,14 +194,14 @@ def _single(db, stmt, params: dict, keep=None):
     single statement is atomic all the same. ``keep(rows)`` false: roll that work back."""
     autocommit = None if db.in_transaction() else autocommit_engine()
     if autocommit is None:
-        rows = _execute(db.connection(), stmt, params)
+        rows = execute_prebuilt(db.connection(), stmt, params)
         if keep is None or keep(rows):
             db.commit()
         else:
             db.rollback()
         return rows
     with tenancy.connect(autocommit, tenancy.current(db)) as conn:  # the claimed rows' servers
-        return _execute(conn, stmt, params)
+        return execute_prebuilt(conn, stmt, params)
 
 
 class Prebuilt:
@@ -252,5 +252,3 @@ def execute_prebuilt(conn, stmt, params: dict) -> list:
     # .all(): an open RETURNING cursor would keep SQLite busy
     return result.all() if result.returns_rows else []
 
-
-_execute = execute_prebuilt
