@@ -54,12 +54,20 @@ def tree(root: int) -> list[int]:
 
 def tree_cpu(root: int) -> float:
     """CPU seconds used so far by ``root``'s tree, reaped children included."""
-    total = 0
+    user, system = tree_cpu_split(root)
+    return user + system
+
+
+def tree_cpu_split(root: int) -> tuple[float, float]:
+    """(user, system) CPU seconds used so far by ``root``'s tree, reaped children included:
+    system time is the kernel's work for it (syscalls, sockets, thread wake-ups)."""
+    user = system = 0
     for pid in tree(root):
         fields = _stat(pid)
         if fields is not None:  # fields 14-17 of stat: utime stime cutime cstime
-            total += sum(int(v) for v in fields[11:15])
-    return total / TICKS
+            user += int(fields[11]) + int(fields[13])
+            system += int(fields[12]) + int(fields[14])
+    return user / TICKS, system / TICKS
 
 
 def describe(root: int) -> str:
