@@ -78,6 +78,17 @@ class Counters:
         return [self.peak[FIRST_OCTET + k] for k in range(destinations)]
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """The rig's event loop: uvloop's when installed (requirements-dev.txt), else asyncio's.
+    The rig shares the machine's cores with the stack it measures, unlike a real MX: the
+    cheaper its loop, the less of the service's CPU it takes."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def _slot(peer) -> int:
     try:
         return int(str(peer[0]).rsplit(".", 1)[1]) % SLOTS
@@ -125,7 +136,7 @@ def counting_mx(counters: Counters, host: str = "127.0.0.1", port: int = 0):
         with socket.socket() as sock:
             sock.bind((host, 0))
             port = sock.getsockname()[1]
-    controller = CountingController(Handler(), hostname=host, port=port,
+    controller = CountingController(Handler(), hostname=host, port=port, loop=new_loop(),
                                     server_hostname="sink.latency.example.net",
                                     data_size_limit=0)
     controller.start()
@@ -141,87 +152,111 @@ def serve_sink(counters: Counters, ready, stop) -> None:
     controller.stop()
 
 
+class _Side(asyncio.Protocol):
+    """One end of a proxied connection: what it reads is written to the other end's
+    transport ``delay()`` seconds later, by a timer (no task, queue or stream per chunk: the
+    rig's CPU is on the same cores as the service's, unlike a real MX's). Due times never
+    go backwards, so chunks arrive in order even if the delay changes mid-stream."""
+
+    def __init__(self, proxy: "DelayProxy", way: str):
+        self.proxy, self.way = proxy, way
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.other: _Side | None = None
+        self.early: list = []  # (due, callback, *args) before the other end is connected
+        self.last_due = 0.0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def _later(self, callback, *args) -> None:
+        due = max(self.loop.time() + self.proxy.delay(), self.last_due)
+        self.last_due = due
+        if self.other is None or self.other.transport is None:
+            self.early.append((due, callback, *args))
+        else:
+            self.loop.call_at(due, callback, *args)
+
+    def flush_early(self) -> None:
+        for due, callback, *args in self.early:
+            self.loop.call_at(due, callback, *args)
+        self.early.clear()
+
+    def _write(self, data: bytes) -> None:
+        transport = self.other.transport if self.other is not None else None
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+            self.proxy.forwarded[self.way] += len(data)
+
+    def _eof(self) -> None:
+        transport = self.other.transport if self.other is not None else None
+        if transport is not None and not transport.is_closing() and transport.can_write_eof():
+            transport.write_eof()
+
+    def _close(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self._later(self._write, data)
+
+    def eof_received(self) -> bool:
+        self._later(self._eof)
+        return True  # half-close: the other way may still carry bytes
+
+    def connection_lost(self, exc) -> None:
+        self._later(self._close)
+
+
 class DelayProxy:
     """``listens`` [(address, port, target host, target port, source address or None)]:
     each listening address forwards to its target, connecting from the source address when
     given, every chunk ``delay()`` seconds late in each direction (``delay`` is read per
-    chunk, so it may change between phases). ``forwarded`` counts the bytes carried each
-    way ({"up": n, "down": n}) and ``connections`` the connections accepted."""
+    chunk, so it may change between phases). The connection to the target is opened one
+    delay after the client's (its first packet crossing). ``forwarded`` counts the bytes
+    carried each way ({"up": n, "down": n}) and ``connections`` the connections accepted."""
 
     def __init__(self, listens, delay):
         self.listens, self.delay = listens, delay
         self.forwarded = {"up": 0, "down": 0}
         self.connections = 0
-        self.live: set = set()
         self.servers: list = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
 
-    async def _pump(self, reader, writer, way: str) -> None:
-        loop = asyncio.get_running_loop()
-        chunks: asyncio.Queue = asyncio.Queue()
-
-        async def deliver() -> None:
-            while True:
-                due, data = await chunks.get()
-                wait = due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if not data:
-                    if writer.can_write_eof():
-                        writer.write_eof()
-                    return
-                writer.write(data)
-                self.forwarded[way] += len(data)
-                await writer.drain()
-
-        sender = asyncio.ensure_future(deliver())
-        try:
-            while True:
-                data = await reader.read(65536)
-                chunks.put_nowait((loop.time() + self.delay(), data))
-                if not data:
-                    break
-            await sender
-        finally:
-            if not sender.done():
-                sender.cancel()
-
-    def _handler(self, target_host: str, target_port: int, source: str | None):
-        async def handle(client_reader, client_writer) -> None:
+    def _factory(self, target_host: str, target_port: int, source: str | None):
+        def accepted() -> _Side:
             self.connections += 1
-            upstream_writer = None
-            task = asyncio.current_task()
-            self.live.add(task)  # asyncio keeps only weak references to tasks
-            try:
-                await asyncio.sleep(self.delay())  # the connection's first packet crossing
-                upstream_reader, upstream_writer = await asyncio.open_connection(
-                    target_host, target_port,
-                    local_addr=(source, 0) if source else None)
-                await asyncio.gather(
-                    self._pump(client_reader, upstream_writer, "up"),
-                    self._pump(upstream_reader, client_writer, "down"))
-            except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
-                pass
-            finally:
-                self.live.discard(task)
-                for writer in (client_writer, upstream_writer):
-                    if writer is not None:
-                        try:
-                            writer.close()
-                        except RuntimeError:  # the loop is closing
-                            pass
-        return handle
+            client = _Side(self, "up")
+            loop = client.loop
+
+            async def connect() -> None:
+                try:
+                    _, upstream = await loop.create_connection(
+                        lambda: _Side(self, "down"), target_host, target_port,
+                        local_addr=(source, 0) if source else None)
+                except OSError:
+                    if client.transport is not None:
+                        client.transport.close()
+                    return
+                upstream.other, client.other = client, upstream
+                client.flush_early()
+                upstream.flush_early()
+
+            loop.call_later(self.delay(), lambda: loop.create_task(connect()))
+            return client
+        return accepted
 
     async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
         for address, port, target_host, target_port, source in self.listens:
-            self.servers.append(await asyncio.start_server(
-                self._handler(target_host, target_port, source), address, port,
+            self.servers.append(await loop.create_server(
+                self._factory(target_host, target_port, source), address, port,
                 reuse_address=True, backlog=1024))
 
     def start(self) -> "DelayProxy":
         """Serve on an event loop in a thread of this process."""
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_loop()
         started = threading.Event()
         failed: list[BaseException] = []
 
