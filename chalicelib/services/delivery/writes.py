@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections import namedtuple
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import (BigInteger, bindparam, cast, insert, literal, select, union_all,
+from sqlalchemy import (BigInteger, DateTime, bindparam, cast, insert, literal, select, union_all,
                         update)
 from sqlalchemy.sql.selectable import CTE
 
@@ -279,6 +280,8 @@ class Prebuilt:
         for name in compiled.positiontup:
             bind = compiled.binds[name]
             processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None and isinstance(bind.type, DateTime):
+                processor = _isoformat_when_same(processor)
             self.layout.append((bind.key, bind.required,
                                 None if bind.required else bind.effective_value, processor))
 
@@ -289,6 +292,26 @@ class Prebuilt:
             value = params[key] if required else params.get(key, default)
             values.append(value if processor is None else processor(value))
         return tuple(values)
+
+
+_SAMPLES = (datetime(2026, 1, 2, 3, 4, 5, 6), datetime(1999, 12, 31, 23, 59, 59),
+            datetime(5, 6, 7, 8, 9, 10, 999999))
+
+
+def _isoformat_when_same(processor):
+    """A timestamp's bind processor that writes a naive datetime with ``isoformat`` when
+    that is what ``processor`` writes (SQLite's stored form: ``YYYY-MM-DD HH:MM:SS.ffffff``),
+    ~5x cheaper than its format over a dict of the fields; anything else goes to
+    ``processor``. Where ``processor`` writes another form (PostgreSQL passes the datetime
+    itself), it stays."""
+    if any(processor(v) != v.isoformat(" ", "microseconds") for v in _SAMPLES):
+        return processor
+
+    def process(value):
+        if type(value) is datetime and value.tzinfo is None:
+            return value.isoformat(" ", "microseconds")
+        return processor(value)
+    return process
 
 
 _prebuilt: dict[int, tuple] = {}
