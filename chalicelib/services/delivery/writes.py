@@ -15,7 +15,11 @@ Both writes are guarded on the claim (``messages.locked_by`` = this worker's cla
 The statements run prebuilt (``Prebuilt``: compiled once per shape and process, sent with
 their values in order), skipping SQLAlchemy's per-execution cache lookup and parameter
 rebuild: on PostgreSQL the one composed statement, on SQLite each of the group's (they run
-once or twice per message).
+once or twice per message). On SQLite they go straight to the DBAPI cursor, in a transaction
+of their own on a pooled connection (``sqlite_transaction``: BEGIN IMMEDIATE, the
+statements, COMMIT), not through SQLAlchemy's execution and the ORM session's transaction,
+whose bookkeeping cost more CPU than SQLite's own work; the session's connection and
+transaction when it holds work that commits with them.
 """
 from __future__ import annotations
 
