@@ -9,7 +9,9 @@ write their webhook rows), then hands their ids to ``process.process_batch`` in 
 in this process and takes ``time.process_time()`` (every thread of the process: the
 concurrent destinations' too) around that loop only. The MX (aiosmtpd, accepting everything)
 runs in a process of its own. Recipients cycle over ``--domains`` domains, all relayed to
-the MX (DELIVERY_RELAY), so a batch has that many destinations.
+the MX (DELIVERY_RELAY), so a batch has that many destinations. ``--noise`` (SQLite): another
+process commits to the database every ~1 ms while the deliveries run, as ``make run``'s other
+processes do (each of its commits makes this process's connections re-read their pages).
 
 Without ``--arm`` it alternates arms (``--base`` first, then this tree) for ``--rounds`` and
 prints each arm's CPU-ms per message, the medians and their ratio. ``--profile FILE``: one
@@ -49,6 +51,18 @@ def sink(port: int) -> None:
             time.sleep(3600)
     finally:
         controller.stop()
+
+
+NOISE = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+db.execute("PRAGMA busy_timeout=30000")
+db.execute("CREATE TABLE IF NOT EXISTS bench_noise (id INTEGER PRIMARY KEY, n INTEGER)")
+db.execute("INSERT OR IGNORE INTO bench_noise VALUES (1, 0)")
+while True:
+    db.execute("UPDATE bench_noise SET n = n + 1 WHERE id = 1")
+    time.sleep(0.001)
+"""
 
 
 def arm(args) -> dict:
@@ -112,6 +126,12 @@ def arm(args) -> dict:
         ids = list(db.scalars(select(Message.id).where(Message.scope == "outgoing")
                               .order_by(Message.id)))
     batches = [ids[i:i + BATCH] for i in range(0, len(ids), BATCH)]
+    noise = None
+    if args.noise and url.startswith("sqlite"):
+        # Another process committing to the database every ms or so, as make run's API,
+        # webhook worker and other worker processes do: each commit there makes this
+        # process's connections drop their page cache at their next transaction.
+        noise = subprocess.Popen([sys.executable, "-c", NOISE, url.split("///", 1)[1]])
     results: dict = {}
     results.update(process.process_batch(batches[0]))
     profiler = None
@@ -124,6 +144,9 @@ def arm(args) -> dict:
     for batch in batches[1:]:
         results.update(process.process_batch(batch))
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if noise is not None:
+        noise.terminate()
+        noise.wait()
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -144,6 +167,8 @@ def run_arm(code: str, args, profile: str | None = None) -> dict:
         command += ["--database-url", args.database_url]
     if profile:
         command += ["--profile", profile]
+    if args.noise:
+        command.append("--noise")
     out = subprocess.run(command, env=env, cwd=code, check=True, stdout=subprocess.PIPE,
                          text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -159,6 +184,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=41025)
     parser.add_argument("--database-url")
     parser.add_argument("--profile")
+    parser.add_argument("--noise", action="store_true",
+                        help="SQLite: another process commits every ~1 ms meanwhile")
     args = parser.parse_args()
     if args.arm:
         sys.path.insert(0, os.getcwd())
