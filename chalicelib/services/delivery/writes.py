@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import namedtuple
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from sqlalchemy import (BigInteger, DateTime, bindparam, cast, insert, literal, select, union_all,
                         update)
@@ -179,7 +179,7 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
 
 
 @contextmanager
-def sqlite_transaction(db) -> Iterator[Callable[[Any, dict], list]]:
+def sqlite_transaction(db) -> Iterator[Callable[..., list]]:
     """SQLite: a transaction for statements run prebuilt straight on the DBAPI cursor (no
     SQLAlchemy execution, result or ORM transaction bookkeeping per statement: most of the
     CPU the delivery writes cost there); yields ``execute(stmt, params, named=False) -> rows`` (tuples; ``named``: with the
