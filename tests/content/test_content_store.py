@@ -103,6 +103,23 @@ def test_the_same_bytes_are_stored_once(private_store):
     assert len(_objects(private_store)) == 2
 
 
+def test_a_file_store_makes_its_directories_when_they_are_missing(private_store):
+    """A fresh store has no directories yet, and one may go after it wrote (an operator
+    emptying it): a put makes what is missing instead of asking before every write."""
+    import shutil
+
+    assert not os.path.exists(private_store.root)
+    first = content.put(b"first object")
+    shutil.rmtree(os.path.join(private_store.root, first.key.split("/")[0]))
+    shutil.rmtree(os.path.join(private_store.root, "tmp"))
+    second = content.put(b"second object")
+    again = content.put(b"first object")
+    assert again == first
+    assert _objects(private_store) == sorted([first.key, second.key])
+    assert content.read(first.key) == b"first object"
+    assert content.read(second.key) == b"second object"
+
+
 def _development(db, server) -> None:
     """Held, never delivered: no attempt writes a sent copy while the test looks."""
     from chalicelib.db.models import Server

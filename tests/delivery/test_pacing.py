@@ -333,14 +333,32 @@ def _pacing_statements(run) -> list[str]:
     def note(_conn, _cursor, statement, *_):
         seen.append((threading.get_ident(), statement))
 
+    traced: list = []
+
+    def trace(dbapi_connection, _record, _proxy):
+        # SQLite: the delivery writes run on the DBAPI cursor (writes.sqlite_transaction),
+        # unseen by SQLAlchemy's events; the connection's own trace sees every statement.
+        traced.append(dbapi_connection)
+        dbapi_connection.set_trace_callback(
+            lambda statement: seen.append((threading.get_ident(), statement)))
+
     engines = [e for e in (get_engine(), autocommit_engine()) if e is not None]
+    sqlite = engines[0].dialect.name == "sqlite"
     for engine in engines:
-        event.listen(engine, "before_cursor_execute", note)
+        if sqlite:
+            event.listen(engine, "checkout", trace)
+        else:
+            event.listen(engine, "before_cursor_execute", note)
     try:
         run()
     finally:
         for engine in engines:
-            event.remove(engine, "before_cursor_execute", note)
+            if sqlite:
+                event.remove(engine, "checkout", trace)
+            else:
+                event.remove(engine, "before_cursor_execute", note)
+        for dbapi_connection in traced:
+            dbapi_connection.set_trace_callback(None)
     own = []
     for i, (thread, statement) in enumerate(seen):
         if "delivery_destinations" not in statement or statement.startswith(

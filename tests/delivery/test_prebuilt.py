@@ -71,3 +71,32 @@ def test_a_prebuilt_insert_stores_what_sqlalchemy_stores(database):
             table.drop(conn)
     assert [tuple(r) for r in returned] == [(2,)]
     assert rows[2] == rows[1] and rows[1][0] == {"a": [1, "x"]} and rows[1][2] == "probe"
+
+
+@pytest.mark.parametrize("at", [datetime(2026, 1, 2, 3, 4, 5), datetime(2026, 1, 2, 3, 4, 5, 60),
+                                datetime(5, 6, 7, 8, 9, 10, 999999)])
+def test_a_prebuilt_timestamp_is_stored_as_sqlalchemy_stores_it(database, at):
+    """The service's naive UTC timestamps, written prebuilt (SQLite: by isoformat, not by
+    SQLAlchemy's processor) are stored in the very form SQLAlchemy's own execution stores,
+    so comparisons with timestamps written either way hold (whole seconds included)."""
+    table = Table("prebuilt_times", MetaData(), Column("id", Integer, primary_key=True),
+                  Column("at", DateTime))
+    stmt = insert(table).values(id=bindparam("i", type_=Integer),
+                                at=bindparam("at", type_=DateTime)).returning(table.c.id)
+    engine = get_engine(database)
+    with engine.begin() as conn:
+        table.drop(conn, checkfirst=True)
+        table.create(conn)
+        try:
+            conn.execute(stmt, {"i": 1, "at": at})
+            prebuilt = writes.Prebuilt(stmt, conn.dialect)
+            conn.exec_driver_sql(prebuilt.sql, prebuilt.parameters({"i": 2, "at": at}))
+            stored = [tuple(r) for r in conn.exec_driver_sql(
+                "SELECT id, CAST(at AS TEXT) FROM prebuilt_times ORDER BY id")]
+            read = [r.at for r in conn.execute(select(table).order_by(table.c.id))]
+            same = conn.execute(select(table.c.id).where(table.c.at == at)
+                                .order_by(table.c.id)).scalars().all()
+        finally:
+            table.drop(conn)
+    assert stored[0][1] == stored[1][1]
+    assert read == [at, at] and same == [1, 2]

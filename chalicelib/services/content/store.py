@@ -58,10 +58,14 @@ class FileStore:
         except FileNotFoundError:
             pass
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        os.makedirs(self._tmp, exist_ok=True)
         tmp = os.path.join(self._tmp, uuid.uuid4().hex)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # The directories are made when missing, not asked for on every put (a failing
+        # mkdir and two stats per put, per directory).
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileNotFoundError:
+            os.makedirs(self._tmp, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             view = memoryview(data)
             while view:
@@ -69,7 +73,11 @@ class FileStore:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except FileNotFoundError:  # its directory is new (tmp/ is there: the file is)
+            os.makedirs(directory, exist_ok=True)
+            os.replace(tmp, path)
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)  # the rename itself survives a crash

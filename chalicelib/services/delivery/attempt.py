@@ -65,7 +65,7 @@ def attempt(db, message, worker: str, recorder: Recorder, pacer: pacing.Pacer) -
         data = raw = steps.prepare(db, message)
         size = len(data)
     path = egress.for_pool(db, message.ip_pool_id)
-    if not recorder.claim_open:
+    if not recorder.claim_open and db.in_transaction():
         # No transaction (nor SQLite write lock) stays open during network I/O, except a
         # batch's open claim on PostgreSQL: it commits with this message's first write.
         db.commit()

@@ -387,6 +387,19 @@ def _run(db, build, params: dict, *shape) -> list:
             result = conn.execute(stmt, {n: params[n] for n in names if n in params})
             return result.all() if result.returns_rows else []
     first: list = []
+    if all(stmt.is_dml for stmt, _ in statements):
+        # its RETURNING gives counts and names: prebuilt, on the DBAPI cursor (writes.py)
+        with writes.sqlite_transaction(db) as execute:
+            for i, (stmt, _) in enumerate(statements):
+                rows = execute(stmt, params, named=True)
+                if i == 0:
+                    first = rows
+                    if not rows:
+                        break
+                    params = {**params, "p_gone": len(rows)}
+        if db.in_transaction():  # work the session held commits with it, as below
+            db.commit()
+        return first
     for i, (stmt, names) in enumerate(statements):
         if stmt.is_dml:  # its RETURNING gives counts and names: prebuilt (writes.py)
             rows = writes.execute_prebuilt(db.connection(), stmt, params)
