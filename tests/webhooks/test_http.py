@@ -149,14 +149,15 @@ class _Plain:
                 if close:
                     self.close_connection = True
 
-            def finish(self):
-                super().finish()
-                server.gone.set()
-
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def shutdown_request(self, request):
+                super().shutdown_request(request)  # the socket is closed: the FIN is sent
+                server.gone.set()
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
