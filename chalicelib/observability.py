@@ -195,6 +195,7 @@ def log(event: str, level: str = "info", **fields: Any) -> None:
         logging.getLogger(__name__).exception("could not write the %s log line", event)
 
 
+@functools.lru_cache(maxsize=1024)  # (a webhook's URL is logged at every attempt)
 def safe_url(url: str) -> str:
     """A URL without user info, query or fragment (where tokens hide)."""
     from urllib.parse import urlsplit

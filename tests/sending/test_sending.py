@@ -222,6 +222,30 @@ def test_batch_gives_one_result_per_entry(api, tenant, mx):
                        server_key=tenant.api_key), 422, "ValidationError")
 
 
+def test_batch_answers_name_each_entrys_own_rows(api, tenant, mx):
+    """Every entry's answer names the rows written for it (its submission, one message per
+    recipient), however the database returns the inserted rows' ids; entries alike in all
+    but their recipients included. (51 entries of 2 recipients: past store.MAX_ROWS, so
+    PostgreSQL too writes them with multi-row INSERTs.)"""
+    entries = [{"from": f"app@{tenant.domain}", "to": [rcpt(f"e{i}a"), rcpt(f"e{i}b")],
+                "subject": f"Entry {i}" if i % 3 else "Alike", "text_body": "Same body"}
+               for i in range(51)]
+    data = Api.data(api.post(f"{SERVER}/messages/batch", {"messages": entries},
+                             server_key=tenant.api_key), 200)
+    assert data["accepted"] == 51
+    submissions = set()
+    for entry, result in zip(entries, data["messages"]):
+        answer = result["data"]
+        submissions.add(answer["message_id"])
+        assert [r["rcpt_to"] for r in answer["recipients"]] == entry["to"]
+        for recipient in answer["recipients"]:
+            row = message(api, tenant, recipient["id"])
+            assert row["rcpt_to"] == recipient["rcpt_to"] and row["token"] == recipient["token"]
+            assert row["subject"] == entry["subject"]
+            assert row["submission_id"] == answer["message_id"]
+    assert len(submissions) == 51
+
+
 def test_batch_as_a_bare_array_answers_as_the_object_form(api, tenant, mx):
     """A bare JSON array of SendRequests (as camelmailer's send_batch posts it) is the same
     request as {"messages": [...]}, with the same answer and limits."""

@@ -343,3 +343,18 @@ def test_patch_changes_a_webhook_in_place_and_keeps_masked_secrets(api, tenant):
               "ValidationError")
     Api.error(api.patch(base + "/999999", {"name": "x"}), 404, "NotFound")
     assert Api.data(api.get(base + f"/{hook['id']}"))["webhook"]["events"] == ["MessageHeld"]
+
+
+def test_changed_headers_reach_the_next_post(api, tenant):
+    """A webhook's decrypted headers are kept per process between POSTs: a change of them
+    (a new encrypted value) is what the very next POST carries."""
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url, headers={"X-Secret": "first"})
+        emit(make_message(tenant), "MessageSent")
+        [first] = rx.wait_for(1)
+        Api.data(api.patch(tenant.server_path + f"/webhooks/{hook['id']}",
+                           {"headers": {"X-Secret": "second", "X-Added": "yes"}}))
+        emit(make_message(tenant), "MessageSent")
+        second = rx.wait_for(2)[1]
+    assert first.headers["x-secret"] == "first" and "x-added" not in first.headers
+    assert second.headers["x-secret"] == "second" and second.headers["x-added"] == "yes"

@@ -382,9 +382,22 @@ def _single_part_head(date, from_, reply_to, to, cc, subject, mid, headers) -> b
 
 
 def _single_part(head: bytes, content: str, subtype: str, force_base64: bool) -> bytes:
+    # (head ends with a CRLF: normalising it and the part apart is normalising the whole)
+    if len(content) <= _PART_MEMO_MAX:
+        return normalize_line_endings(head) + _memo_part(content, subtype, force_base64)
+    return normalize_line_endings(head) + _part(content, subtype, force_base64)
+
+
+def _part(content: str, subtype: str, force_base64: bool) -> bytes:
+    """A single-part message's Content-Type, Content-Transfer-Encoding and encoded body."""
     cte = _choose_cte(content, force_base64)
     _, payload = _encode_text(content, "utf-8", cte, _POLICY)  # the email package's encoder
     return normalize_line_endings(
-        head + f'Content-Type: text/{subtype}; charset="utf-8"\r\n'
-        f"Content-Transfer-Encoding: {cte}\r\n\r\n".encode("ascii")
-        + payload.encode("ascii"))
+        f'Content-Type: text/{subtype}; charset="utf-8"\r\n'
+        f"Content-Transfer-Encoding: {cte}\r\n\r\n".encode("ascii") + payload.encode("ascii"))
+
+
+# A batch's entries (and a template's sends) mostly share their body: it is encoded once,
+# while small enough to keep a few of (the cache holds at most 16 x 64K characters).
+_PART_MEMO_MAX = 64 * 1024
+_memo_part = functools.lru_cache(maxsize=16)(_part)

@@ -1,26 +1,35 @@
-"""The webhook POST itself: urllib3 connection pools pinned to the addresses
-``url_safety.check_url`` approved, one per process and (scheme, address, port, host name),
-shared by every thread that posts (``concurrency.py``'s and the worker threads), each holding
-up to ``pool_size()`` keep-alive connections to its receiver between deliveries.
+"""The webhook POST itself: the standard library's ``http.client`` connections pinned to the
+addresses ``url_safety.check_url`` approved, kept alive per process and (scheme, address,
+port, host name), shared by every thread that posts (``concurrency.py``'s and the worker
+threads), up to ``pool_size()`` idle connections per receiver between deliveries.
 
-SSRF: a pool only ever dials the one address in its key, and a POST picks its pool by an
-address that ``check_url`` approved for this very attempt, so every connection, new or
-reused, is to an address checked under the current settings (a receiver whose name now
-resolves elsewhere gets another pool; a private address is refused before any pool is used).
+SSRF: a connection only ever dials the one address in its key, and a POST picks its
+connections by an address that ``check_url`` approved for this very attempt, so every
+connection, new or reused, is to an address checked under the current settings (a receiver
+whose name now resolves elsewhere gets other connections; a private address is refused
+before any connection is used).
 
-This is ``url_safety.post_pinned``'s contract without requests' session layer, which cost
-four to five times the CPU of the request it wraps (~0.5 ms against ~0.1 ms a POST to a
-loopback receiver, measured; ~15% of a worker's CPU per message): connect only to ``ips``,
-in order, moving on only when the TCP connection itself failed; the Host header, and for
-https the SNI name and the certificate check (against certifi's CAs, as requests checks
-them), use the URL's host name; no redirects followed, no retries, no proxies and no netrc
-from the environment; the response body read by the caller, bounded.
+This is ``url_safety.post_pinned``'s contract without requests' session layer, nor urllib3's
+pool (together four to five times the CPU of the request they wrap; urllib3's pool alone
+also writes the headers and the body in two sends, two TCP segments): connect only to
+``ips``, in order, moving on only when the TCP connection itself failed; the Host header,
+and for https the SNI name and the certificate check (the standard library's default TLS
+context: certificate and host name required, TLS 1.2 at least, against certifi's CAs, as
+requests checks them), use the URL's host name; no redirects followed, no retries, no
+proxies and no netrc from the environment; the connect and every read and write bounded by
+the timeout; the response body read by the caller, bounded (``read_bounded``). A kept
+connection that the receiver closed (or that has anything unasked to read) is dropped
+before use, never written to. The request target is percent-encoded as urllib3 encodes it.
 """
 from __future__ import annotations
 
+import functools
+import http.client
+import re
+import select
 import threading
 from collections import OrderedDict
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 MAX_POOLS = 256  # receivers (scheme, address, port, host name) kept; least recently used go
 
@@ -52,101 +61,225 @@ def ca_bundle() -> str:
     return certifi.where()
 
 
-def post(url: str, ips: list[str], body: bytes, headers: dict[str, str], timeout: float):
-    """POST ``body`` to ``url`` connecting only to ``ips``; returns the urllib3 response
-    unread (read it with ``read_bounded``). Raises ``Failed``."""
-    import urllib3
-    from urllib3 import exceptions
+class Response:
+    """A POST's answer, its body unread: ``status``; read it with ``read_bounded``, which
+    gives the connection back for the next POST (or closes it)."""
 
-    parts = urlsplit(url)
-    scheme, host = parts.scheme.lower(), parts.hostname
-    default_port = 443 if scheme == "https" else 80
-    port = parts.port or default_port
-    host_header = f"[{host}]" if ":" in host else host
-    if port != default_port:
-        host_header = f"{host_header}:{port}"
+    __slots__ = ("status", "_raw", "_conn", "_pool")
+
+    def __init__(self, raw: http.client.HTTPResponse, conn, pool: "_Receiver"):
+        self.status = raw.status
+        self._raw, self._conn, self._pool = raw, conn, pool
+
+
+def post(url: str, ips: list[str], body: bytes, headers: dict[str, str],
+         timeout: float) -> Response:
+    """POST ``body`` to ``url`` connecting only to ``ips``; returns the answer unread (read
+    it with ``read_bounded``). Raises ``Failed``."""
+    scheme, host, port, host_header, target = _parts(url)
     send = {k: v for k, v in headers.items() if k.lower() != "host"}
     send["Host"] = host_header
-    target = parts.path or "/"
-    if parts.query:
-        target = f"{target}?{parts.query}"
-    limit = urllib3.Timeout(connect=timeout, read=timeout)
-    last: Exception | None = None
+    last: OSError | None = None
+    last_ip = ""
     for ip in ips:
+        pool = _pool(scheme, ip, port, host)
+        conn = pool.take(timeout)
+        if conn.sock is None:
+            try:
+                conn.connect_tcp()
+            except OSError as exc:
+                last, last_ip = exc, ip  # never reached the server: the next may answer
+                continue
+            try:
+                conn.start_tls()
+            except OSError as exc:
+                conn.close()
+                raise _failed(exc) from None
         try:
-            return _pool(scheme, ip, port, host).urlopen(
-                "POST", target, body=body, headers=send, redirect=False, retries=False,
-                timeout=limit, preload_content=False, assert_same_host=False)
-        except (exceptions.ConnectTimeoutError, exceptions.NewConnectionError) as exc:
-            last = exc  # never reached the server: the next address may answer
-        except exceptions.TimeoutError as exc:
-            raise Failed(str(exc), timeout=True) from None
-        except (exceptions.HTTPError, OSError) as exc:
-            raise Failed(f"{type(exc).__name__}: {exc}", timeout=False) from None
+            # One send for the request line, the headers and the body (a bytes body).
+            conn.request("POST", target, body=body, headers=send)
+            return Response(conn.getresponse(), conn, pool)
+        except (http.client.HTTPException, OSError) as exc:
+            conn.close()
+            raise _failed(exc) from None
     assert last is not None
-    # (urllib3's NewConnectionError is a ConnectTimeoutError too: ask for it first)
-    if isinstance(last, exceptions.NewConnectionError):
-        raise Failed(f"{type(last).__name__}: {last}", timeout=False)
-    raise Failed(str(last), timeout=True)
+    where = f"a new connection to {last_ip} port {port}"
+    if isinstance(last, TimeoutError):
+        raise Failed(f"{where} timed out ({last})", timeout=True)
+    raise Failed(f"{type(last).__name__}: failed to establish {where}: {last}", timeout=False)
 
 
-def read_bounded(response, keep: int, drain: int, deadline: float) -> bytes:
+def _failed(exc: Exception) -> Failed:
+    if isinstance(exc, TimeoutError):
+        return Failed(f"timed out ({exc})", timeout=True)
+    return Failed(f"{type(exc).__name__}: {exc}", timeout=False)
+
+
+def read_bounded(response: Response, keep: int, drain: int, deadline: float) -> bytes:
     """The first ``keep`` bytes of the body. The rest is read and dropped so the connection
     can serve the next POST, up to ``drain`` bytes and ``deadline`` (perf_counter); past
     either, or on a read error, the connection is closed instead."""
     import time
 
-    from urllib3 import exceptions
-
+    raw = response._raw
     kept = bytearray()
     read = 0
     finished = False
     try:
         while read <= drain and time.perf_counter() <= deadline:
-            chunk = response.read(16 * 1024)
+            chunk = raw.read(16 * 1024)
             if not chunk:
                 finished = True
                 break
             if len(kept) < keep:
                 kept += chunk[:keep - len(kept)]
             read += len(chunk)
-            if response.length_remaining == 0:  # all of a Content-Length body: no empty read
+            if raw.length == 0:  # all of a Content-Length body: no empty read
                 finished = True
                 break
-    except (exceptions.HTTPError, OSError):
+    except (http.client.HTTPException, OSError):
         pass  # the status is known; a body cut short is still an answer
-    if not finished:
-        response.close()  # unread bytes must not reach the next request on this connection
-    response.release_conn()
+    if finished and not raw.will_close:
+        raw.close()
+        response._pool.give_back(response._conn)
+    else:
+        # Unread bytes must not reach the next request on this connection (or the receiver
+        # closes it after this answer).
+        raw.close()
+        response._conn.close()
     return bytes(kept)
 
 
-def _pool(scheme: str, ip: str, port: int, host: str):
+class _Pinned(http.client.HTTPConnection):
+    """A connection that dials only its address; for https, TLS with the URL's host name
+    for SNI and the certificate check."""
+
+    def __init__(self, ip: str, port: int, timeout: float, host: str, tls):
+        super().__init__(ip, port, timeout=timeout)
+        self._server_hostname = host
+        self._tls = tls  # an ssl.SSLContext for https, else None
+
+    def connect_tcp(self) -> None:
+        http.client.HTTPConnection.connect(self)  # (TCP_NODELAY, the timeout)
+
+    def start_tls(self) -> None:
+        if self._tls is not None:
+            self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_hostname)
+
+    def connect(self) -> None:  # (http.client's own reconnect, after the receiver closed)
+        self.connect_tcp()
+        self.start_tls()
+
+
+class _Receiver:
+    """One receiver's idle keep-alive connections, most recently used last."""
+
+    def __init__(self, ip: str, port: int, host: str, tls, size: int):
+        self.ip, self.port, self.host, self.tls, self.size = ip, port, host, tls, size
+        self.idle: list[_Pinned] = []
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def take(self, timeout: float) -> _Pinned:
+        """An idle connection still open, or a new one (not connected yet)."""
+        while True:
+            with self.lock:
+                conn = self.idle.pop() if self.idle else None
+            if conn is None:
+                return _Pinned(self.ip, self.port, timeout, self.host, self.tls)
+            if not _dropped(conn.sock):
+                conn.timeout = timeout
+                conn.sock.settimeout(timeout)
+                return conn
+            conn.close()
+
+    def give_back(self, conn: _Pinned) -> None:
+        with self.lock:
+            if not self.closed and len(self.idle) < self.size:
+                self.idle.append(conn)
+                return
+        conn.close()  # past the size (block=False semantics) or the receiver was dropped
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            idle, self.idle = self.idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _dropped(sock) -> bool:
+    """Whether a kept connection is unusable: closed, or readable (the receiver closed it,
+    or sent something nobody asked for) while idle."""
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _pool(scheme: str, ip: str, port: int, host: str) -> _Receiver:
     key = (scheme, ip, port, host)
     with _pools_lock:
         pool = _pools.pop(key, None)
         if pool is None:
             pool = _new_pool(scheme, ip, port, host)
             if len(_pools) >= MAX_POOLS:
-                # A POST still using it finishes; its connection is closed when returned.
+                # A POST still using it finishes; its connection is closed when given back.
                 _pools.popitem(last=False)[1].close()
         _pools[key] = pool  # most recently used last
         return pool
 
 
-def _new_pool(scheme: str, ip: str, port: int, host: str):
-    import urllib3
+def _new_pool(scheme: str, ip: str, port: int, host: str) -> _Receiver:
+    # Past pool_size() idle connections, a POST opens one more connection rather than
+    # waiting, and it is closed after use (the bound on POSTs in flight is concurrency.py's).
+    tls = _tls_context(ca_bundle()) if scheme == "https" else None
+    return _Receiver(ip.strip("[]"), port, host, tls, pool_size())
 
-    address = ip.strip("[]")
-    size = pool_size()
-    # block=False: past maxsize a POST opens one more connection rather than waiting, and it
-    # is closed after use (the bound on POSTs in flight is concurrency.py's, not the pool's).
-    if scheme == "https":
-        # SNI and the certificate's name are the URL's host, not the address dialled.
-        return urllib3.HTTPSConnectionPool(address, port, maxsize=size, block=False,
-                                           server_hostname=host, cert_reqs="CERT_REQUIRED",
-                                           ca_certs=ca_bundle())
-    return urllib3.HTTPConnectionPool(address, port, maxsize=size, block=False)
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(bundle: str):
+    import ssl
+
+    context = ssl.create_default_context(cafile=bundle)  # CERT_REQUIRED, host names checked
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+# The characters urllib3 leaves as they are in a request target (RFC 3986 pchar; the query
+# also "?"); every other byte is percent-encoded, and an existing %XX is kept (upper-cased)
+# unless some "%" in the component starts no such escape (then every "%" is encoded).
+_SUB_DELIMS_AND_UNRESERVED = "-._~!$&'()*+,;="
+_PATH_SAFE = _SUB_DELIMS_AND_UNRESERVED + ":@/"
+_QUERY_SAFE = _PATH_SAFE + "?"
+_ESCAPE = re.compile(r"%[a-fA-F0-9]{2}")
+
+
+def _encoded(component: str, safe: str) -> str:
+    component, escapes = _ESCAPE.subn(lambda m: m.group(0).upper(), component)
+    if escapes == component.count("%"):
+        safe += "%"
+    return quote(component, safe=safe)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parts(url: str) -> tuple[str, str, int, str, str]:
+    """(scheme, host, port, Host header, request target) of a webhook URL (a receiver's
+    URL is posted to again and again: parsed once)."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname
+    assert host is not None  # (check_url refuses a URL without one)
+    default_port = 443 if scheme == "https" else 80
+    port = parts.port or default_port
+    host_header = f"[{host}]" if ":" in host else host
+    if port != default_port:
+        host_header = f"{host_header}:{port}"
+    target = _encoded(parts.path or "/", _PATH_SAFE)
+    if parts.query:
+        target = f"{target}?{_encoded(parts.query, _QUERY_SAFE)}"
+    return scheme, host, port, host_header, target
 
 
 def close_all() -> None:
