@@ -13,7 +13,8 @@ Each round of an arm is a fresh process running the tree's code (``sys.path[0]``
 tree): a fresh SQLite database, the local stack in-process (WORKER_PROCESSES=0, its queue
 dropped while accepting), N messages accepted through the batch API (not measured). Then
 the wake-ups of every message go to the stack's local queue (4 worker threads taking
-DELIVERY_BATCH_SIZE at a time, as a `make run` worker process) and the clock runs until the
+DELIVERY_BATCH_SIZE at a time, as a `make run` worker process; BENCH_WORKER_THREADS
+changes that) and the clock runs until the
 sink has the N-th message: CPU seconds of the whole process (user+system) / N.
 
 Run: .venv/bin/python bench/bench_conversations.py --base /tmp/s-base [--rounds 3]
@@ -56,6 +57,7 @@ def child(args) -> None:
     from tests.support import Api, make_tenant
 
     stack = LocalStack(app, http_port=args.http_port, smtp_port=args.smtp_port,
+                       workers=int(os.environ.get("BENCH_WORKER_THREADS", "4")),
                        sweep_interval=3600).start()
     queues.set_port(NullPort())
     api = Api(stack.base_url, ADMIN_KEY)
@@ -154,10 +156,7 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             for arm, root in (("base", args.base), ("ours", args.ours)):
-                # HTTP and SMTP ports of this child: fresh ones (an earlier run's may wait
-                # in TIME_WAIT), within the 1,000 from --ports
-                port = args.ports + 100 + (os.getpid() % 70) * 12 + \
-                    (2 * (r * 2 + (arm == "ours"))) % 12
+                port = _free_pair(args.ports + 100, args.ports + 999)  # HTTP, SMTP
                 profile = args.profile if arm == "ours" and r == args.rounds - 1 else ""
                 cmd = [sys.executable, os.path.abspath(__file__), "--child", "--root", root,
                        "--base", "-", "--messages", str(args.messages),
@@ -196,6 +195,26 @@ def main() -> None:
             proc.join(timeout=10)
     base, ours = statistics.median(results["base"]), statistics.median(results["ours"])
     print(f"median CPU-ms/message: base {base:.3f}, ours {ours:.3f}, ours/base {ours / base:.3f}")
+
+
+def _free_pair(first: int, last: int) -> int:
+    """A port P in [first, last) with P and P + 1 free on 127.0.0.1 (an earlier round's may
+    wait in TIME_WAIT), tried from a random start."""
+    import random
+    import socket
+
+    span = last - first
+    start = random.randrange(span)
+    for step in range(span):
+        port = first + (start + step) % span
+        try:
+            for candidate in (port, port + 1):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair")
 
 
 def _serve_dns(port: int, destinations: int, stop) -> None:
