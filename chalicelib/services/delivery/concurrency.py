@@ -47,19 +47,23 @@ class _Pool:
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         self.threads = 0
         self.outstanding = 0  # tasks of the batches running now
+        self.closed = False
         self.lock = threading.Lock()
 
-    def run(self, tasks: list[Callable[[], object]]) -> _Batch:
+    def run(self, tasks: list[Callable[[], object]]) -> _Batch | None:
+        """The batch, once every task has ended; None when the pool was closed first."""
         batch = _Batch(len(tasks))
-        with self.lock:
+        with self.lock:  # queued ahead of a ``close``'s Nones: its threads run them first
+            if self.closed:
+                return None
             self.outstanding += batch.size
             while self.threads < min(self.size, self.outstanding):
                 self.threads += 1
                 threading.Thread(target=self._work, daemon=True,
                                  name=f"delivery-io_{self.threads}").start()
-        try:
             for index, task in enumerate(tasks):
                 self.tasks.put((batch, index, task))
+        try:
             batch.done.wait()
         finally:
             with self.lock:
@@ -83,8 +87,10 @@ class _Pool:
             del batch
 
     def close(self) -> None:
-        for _ in range(self.threads):
-            self.tasks.put(None)
+        with self.lock:
+            self.closed = True
+            for _ in range(self.threads):
+                self.tasks.put(None)
 
 
 _pool: _Pool | None = None
@@ -114,7 +120,9 @@ def run_all(tasks: list[Callable[[], object]]) -> list:
     every task has ended, the others' work kept. The caller must not be a pool thread."""
     if len(tasks) <= 1 or width() <= 1:
         return [task() for task in tasks]
-    batch = _current().run(tasks)
+    batch = None
+    while batch is None:  # (the pool replaced meanwhile: DELIVERY_CONCURRENCY changed)
+        batch = _current().run(tasks)
     for index, failed in enumerate(batch.failed):
         if failed:
             raise batch.results[index]
