@@ -246,3 +246,44 @@ def test_local_workers_take_many_delivery_wakeups_at_once(monkeypatch):
     assert queue == queues.DELIVERIES and len(taken) == 50
     assert schedule.take(10, 0, limits=limits)[1] == [f"d{n}" for n in range(50, 60)]
     assert len(schedule.take(10, 0, limits=limits)[1]) == 10  # other queues: 10
+
+
+def test_the_pool_runs_a_batch_side_by_side_within_its_width_and_waits_for_every_task(
+        monkeypatch):
+    """``run_all``: the tasks run at once, never more than DELIVERY_CONCURRENCY of them (two
+    batches together included), their results in order; one task's error is raised once the
+    others have ended, their work kept."""
+    from chalicelib.services.delivery import concurrency
+
+    monkeypatch.setenv("DELIVERY_CONCURRENCY", "4")
+    lock, running, peak, ended = threading.Lock(), [0], [0], []
+    both = threading.Barrier(4)  # the first four tasks meet: they run at once
+
+    def task(n: int, fail: bool = False):
+        def run():
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            try:
+                if n < 4:
+                    both.wait(timeout=30)
+                if fail:
+                    raise KeyError(n)
+                return n * 10
+            finally:
+                with lock:
+                    running[0] -= 1
+                    ended.append(n)
+        return run
+
+    results: list = []
+    other = threading.Thread(target=lambda: results.append(
+        concurrency.run_all([task(n) for n in range(4, 10)])))
+    other.start()
+    assert concurrency.run_all([task(n) for n in range(4)]) == [0, 10, 20, 30]
+    other.join()
+    assert results == [[40, 50, 60, 70, 80, 90]] and peak[0] <= 4
+    ended.clear()
+    with pytest.raises(KeyError):
+        concurrency.run_all([task(10), task(11, fail=True), task(12)])
+    assert sorted(ended) == [10, 11, 12]

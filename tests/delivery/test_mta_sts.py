@@ -3,6 +3,7 @@
 receiving MXes with a certificate from that CA, a self-signed one, or no TLS at all."""
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -170,6 +171,28 @@ def test_policy_is_cached_per_max_age_and_refetched_when_the_id_changes(api, ten
     clock.advance(timedelta(seconds=3601))  # max_age passed: fetched again
     deliver(api, tenant, domain, "Sent")
     assert rig.https.requests.count(host) == 3
+
+
+def test_runs_asking_at_once_share_one_lookup(rig, monkeypatch):
+    """A batch's runs to one destination start together: one of them looks the domain up
+    (TXT record, cache, fetch), the others take its answer."""
+    monkeypatch.setenv("MTA_STS_CHECK_INTERVAL_SECONDS", "60")
+    domain = rig.domain("enforce")
+    mta_sts.forget()
+    start, found = threading.Barrier(8), []
+
+    def ask():
+        start.wait()
+        found.append(mta_sts.policy_for(domain))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [p.mode for p in found] == ["enforce"] * 8
+    assert rig.zone.asked[(f"_mta-sts.{domain}.", "TXT")] == 1
+    assert rig.https.requests.count(f"mta-sts.{domain}") == 1
 
 
 def test_a_cached_enforce_policy_survives_a_stripped_txt_record_and_fetch(api, tenant, rig):

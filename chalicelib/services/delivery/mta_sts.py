@@ -152,6 +152,19 @@ _memo: dict[str, tuple[float, Policy | None]] = {}
 _memo_lock = threading.Lock()
 
 
+class _Lookup:
+    """A lookup of one domain under way in some thread; the others asking meanwhile wait
+    for its answer (``done``: it answered; an error leaves each to look up on its own)."""
+
+    def __init__(self) -> None:
+        self.ended = threading.Event()
+        self.done = False
+        self.policy: Policy | None = None
+
+
+_looking: dict[str, _Lookup] = {}
+
+
 def forget() -> None:
     """Drop what this process learned (tests; the database cache stays)."""
     with _memo_lock:
@@ -159,20 +172,35 @@ def forget() -> None:
 
 
 def policy_for(domain: str) -> Policy | None:
-    """The MTA-STS policy that applies to mail for ``domain`` now, or None."""
+    """The MTA-STS policy that applies to mail for ``domain`` now, or None. Threads asking
+    while another one looks the domain up take its answer instead of looking it up too (a
+    batch's runs to one destination start together)."""
     domain = domain.rstrip(".").lower()
     interval = get_settings().mta_sts_check_interval_seconds
     now = clock.timestamp()
     with _memo_lock:
         known = _memo.get(domain)
-    if known is not None and now - known[0] < interval:
-        return known[1]
-    policy = _look_up(domain)
-    with _memo_lock:
-        if len(_memo) > 10000:
-            _memo.clear()
-        _memo[domain] = (now, policy)
-    return policy
+        if known is not None and now - known[0] < interval:
+            return known[1]
+        lookup = _looking.get(domain)
+        mine = lookup is None
+        if lookup is None:
+            lookup = _looking[domain] = _Lookup()
+    if not mine:
+        lookup.ended.wait()
+        return lookup.policy if lookup.done else _look_up(domain)
+    try:
+        lookup.policy = _look_up(domain)
+        lookup.done = True
+        with _memo_lock:
+            if len(_memo) > 10000:
+                _memo.clear()
+            _memo[domain] = (now, lookup.policy)
+    finally:
+        with _memo_lock:
+            del _looking[domain]
+        lookup.ended.set()
+    return lookup.policy
 
 
 def _look_up(domain: str) -> Policy | None:
