@@ -4,6 +4,7 @@ API Gateway resources, and how the template is reduced to what the simulator can
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -81,7 +82,8 @@ def test_rehearse_deps_says_root_is_needed_and_installs_nothing_as_another_user(
     assert result.returncode != 0
     assert "no-such-package-rehearse-test missing; installing Debian packages needs root: " \
         "sudo make rehearse-deps" in result.stderr
-    assert "apt-get install no-such-package-rehearse-test" in result.stderr
+    # the command names every missing package (debootstrap too, on a machine without it)
+    assert re.search(r"apt-get install [^\n]*\bno-such-package-rehearse-test\b", result.stderr)
 
 
 def test_rehearse_deps_does_nothing_when_everything_is_installed():
