@@ -97,15 +97,17 @@ def _woken_cleared(model) -> dict:
     return {"woken_at": None} if hasattr(model, "woken_at") else {}
 
 
-def due_ids(db: Session, model, limit: int, grace_seconds: float, *conditions) -> list[int]:
+def due_ids(db: Session, model, limit: int, grace_seconds: float, *conditions,
+            sweeping: bool = True) -> list[int]:
     """Ids of rows due for at least ``grace_seconds`` and unclaimed (for the sweeper), marked
     as woken now. A row the sweeper already woke is left out until SWEEP_REWAKE_SECONDS pass
     without a claim (its wake-up was lost): during a backlog the queue holds one sweeper
-    wake-up per row, not one more per sweep."""
+    wake-up per row, not one more per sweep. ``sweeping=False``: every due, unclaimed row,
+    woken or not, oldest first, and nothing marked (a read, for the queue-lag metric)."""
     now = clock.now()
     cutoff = now - timedelta(seconds=grace_seconds)
     rewake = now - timedelta(seconds=get_settings().sweep_rewake_seconds)
-    marks = hasattr(model, "woken_at")  # bulk jobs are few: they carry no wake-up mark
+    marks = sweeping and hasattr(model, "woken_at")  # bulk jobs carry no wake-up mark
     stmt = (select(model.id)
             .where(and_(model.next_attempt_at.is_not(None), model.next_attempt_at <= cutoff),
                    unclaimed(model),

@@ -7,14 +7,13 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy.orm import Session
-
 
 @dataclass
 class QueueWorker:
     queue: str
     process: Callable[[int], object]        # handle one wake-up for row id (answer unused)
-    find_due: Callable[[Session, int, float], list[int]]  # (db, limit, grace) -> due row ids
+    # (db, limit, grace, sweeping=True) -> due row ids (claims.due_ids)
+    find_due: Callable[..., list[int]]
     # Handle several wake-ups at once (row ids -> what happened to each); None: one by one.
     process_batch: Callable[[list[int]], dict] | None = None
 

@@ -49,7 +49,9 @@ def queue_lags() -> dict[str, float]:
         for queue, worker in load_workers().items():
             if queue not in models:  # a queue whose rows this does not know: no figure
                 continue
-            ids = worker.find_due(db, 1, 0.0)
+            # a read: the oldest due, unclaimed row, woken or not, and nothing marked woken
+            # (a mark would hold the sweeper off a row whose wake-up was lost)
+            ids = worker.find_due(db, 1, 0.0, sweeping=False)
             row = cast("Message | WebhookRequest | None",  # (mypy joins the two to Base)
                        db.get(models[queue], ids[0]) if ids else None)  # None: gone since
             due = row.next_attempt_at if row is not None else None

@@ -148,9 +148,10 @@ def test_metrics_count_what_happened(api, tenant, mx):
 
 def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
     """A webhook row due ten minutes ago that no worker will take (its webhook is disabled,
-    and the claim requires an enabled one) is what lag looks like. A sweep falling between
-    the row's insert and the read wakes it, and a wake-up drops a disabled webhook's row
-    (the read then finds no lag): the test inserts it again then."""
+    and the claim requires an enabled one) is what lag looks like, also when the sweeper
+    has woken it already (a backlog's rows are: the lag was once read from the rows the
+    sweeper had not woken, and read 0 in a backlog). A wake-up drops a disabled webhook's
+    row; should one reach it between the insert and the read, the test inserts it again."""
     from datetime import timedelta
 
     from chalicelib import clock
@@ -165,7 +166,8 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
         with all_tenants() as db:
             row = WebhookRequest(server_id=server_id(tenant), webhook_id=hook["id"],
                                  event="MessageSent", uuid=unique("u"), body="{}",
-                                 next_attempt_at=clock.now() - timedelta(minutes=10))
+                                 next_attempt_at=clock.now() - timedelta(minutes=10),
+                                 woken_at=clock.now())
             db.add(row)
             db.flush()
             row_id = row.id
@@ -180,6 +182,48 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
     assert lag >= 600
     lag = metrics(api)['email_service_queue_lag_seconds{queue="webhooks"}']
     assert lag < 600
+
+
+def test_reading_the_queue_lag_marks_no_row_woken(api, tenant):
+    """The lag is a read (``due_ids(sweeping=False)``, what ``sweeper.queue_lags`` asks): a
+    due row it finds stays unwoken, where the sweeper's own call marks it (a mark would hold
+    the sweeper off the row for SWEEP_REWAKE_SECONDS, were its wake-up lost). The row is due
+    5 s ago: inside the sweeper's grace, so the stack's own sweeps leave it alone."""
+    from datetime import timedelta
+
+    from chalicelib import clock
+    from chalicelib.db import claims
+    from chalicelib.db.models import WebhookRequest
+    from tests.support import all_tenants
+    from tests.support.webhooks import server_id
+
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+    Api.data(api.post(tenant.server_path + f"/webhooks/{hook['id']}/disable"))
+    with all_tenants() as db:
+        row = WebhookRequest(server_id=server_id(tenant), webhook_id=hook["id"],
+                             event="MessageSent", uuid=unique("u"), body="{}",
+                             next_attempt_at=clock.now() - timedelta(seconds=5))
+        db.add(row)
+        db.flush()
+        row_id = row.id
+    ours = WebhookRequest.id == row_id
+    try:
+        with all_tenants() as db:
+            read = claims.due_ids(db, WebhookRequest, 1, 0.0, ours, sweeping=False)
+        with all_tenants() as db:
+            after_read = db.get(WebhookRequest, row_id).woken_at
+        with all_tenants() as db:
+            swept = claims.due_ids(db, WebhookRequest, 1, 0.0, ours)
+        with all_tenants() as db:
+            after_sweep = db.get(WebhookRequest, row_id).woken_at
+    finally:
+        with all_tenants() as db:
+            kept = db.get(WebhookRequest, row_id)
+            if kept is not None:
+                db.delete(kept)
+    assert read == [row_id] and after_read is None
+    assert swept == [row_id] and after_sweep is not None
 
 
 def test_metrics_endpoint_is_off_with_emf_and_emf_lines_are_written(api, monkeypatch, capsys):

@@ -160,7 +160,8 @@ def not_claimed(db, message_id: int, claim_now=None) -> str:
     return "claimed-elsewhere"
 
 
-def find_due(db, limit: int, grace: float) -> list[int]:
-    """Due messages whose wake-up may have been lost (for the sweeper)."""
+def find_due(db, limit: int, grace: float, sweeping: bool = True) -> list[int]:
+    """Due messages whose wake-up may have been lost (for the sweeper; ``sweeping=False``:
+    claims.due_ids' read for the queue-lag metric)."""
     return claims.due_ids(db, Message, limit, grace, Message.status.in_(statuses.DELIVERABLE),
-                          Message.scope == "outgoing")
+                          Message.scope == "outgoing", sweeping=sweeping)

@@ -189,6 +189,6 @@ def _observe(message_id: int, status: str, attempt, attempts: int) -> None:
                       details=attempt.details)
 
 
-def find_due(db: Session, limit: int, grace: float) -> list[int]:
+def find_due(db: Session, limit: int, grace: float, sweeping: bool = True) -> list[int]:
     return claims.due_ids(db, Message, limit, grace, Message.scope == "incoming",
-                          Message.status.in_(DUE_STATUSES))
+                          Message.status.in_(DUE_STATUSES), sweeping=sweeping)

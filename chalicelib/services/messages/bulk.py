@@ -273,5 +273,6 @@ def _chunk(db, job_id: int, worker: str, size: int) -> str:
     return "more"
 
 
-def find_due(db, limit: int, grace: float) -> list[int]:
-    return claims.due_ids(db, BulkJob, limit, grace, BulkJob.status.in_(ACTIVE))
+def find_due(db, limit: int, grace: float, sweeping: bool = True) -> list[int]:
+    return claims.due_ids(db, BulkJob, limit, grace, BulkJob.status.in_(ACTIVE),
+                          sweeping=sweeping)

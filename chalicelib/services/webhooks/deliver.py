@@ -385,6 +385,7 @@ def touches_hook(job: Job, outcome: Outcome, now) -> bool:
                                 or now - job.last_used_at > LAST_USED_RESOLUTION)
 
 
-def find_due(db, limit: int, grace_seconds: float) -> list[int]:
-    """Due requests whose wake-up may have been lost (for the sweeper)."""
-    return claims.due_ids(db, WebhookRequest, limit, grace_seconds)
+def find_due(db, limit: int, grace_seconds: float, sweeping: bool = True) -> list[int]:
+    """Due requests whose wake-up may have been lost (for the sweeper; ``sweeping=False``:
+    claims.due_ids' read for the queue-lag metric)."""
+    return claims.due_ids(db, WebhookRequest, limit, grace_seconds, sweeping=sweeping)
