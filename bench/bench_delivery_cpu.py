@@ -32,7 +32,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ADMIN_KEY = "bench-admin-key-0123456789abcdef"
 BATCH = 10
 
 
@@ -67,22 +66,14 @@ while True:
 
 def arm(args) -> dict:
     """Accept the messages, then deliver them in batches; CPU-ms per message delivered."""
+    # the code under test's tree (the arm's working directory), bench/common.py included
+    from bench.common import ADMIN_KEY, STACK_ENV, NullPort, prepare_database
+
     work = tempfile.mkdtemp(prefix="bench-delivery-")
     url = args.database_url or f"sqlite:///{work}/db.sqlite3"
-    os.environ.update({
-        "DATABASE_URL": url, "SIGNING_KEY_PATH": os.path.join(work, "key.pem"),
-        "ADMIN_API_KEY": ADMIN_KEY, "QUEUE_BACKEND": "local", "LOG_LEVEL": "WARNING",
-        "SMTP_HOSTNAME": "mx.bench.test", "DELIVERY_RELAY": f"127.0.0.1:{args.port}",
-        "CONTENT_STORE_DIR": os.path.join(work, "content"), "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",
-        "RESERVED_DOMAINS_ALLOWED": "example.com,example.net,example.org,example"})
-    if url.startswith("postgresql"):
-        from sqlalchemy import create_engine, text
-
-        engine = create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(text("DROP SCHEMA public CASCADE"))
-            conn.execute(text("CREATE SCHEMA public"))
-        engine.dispose()
+    prepare_database(url, **STACK_ENV, DELIVERY_RELAY=f"127.0.0.1:{args.port}",
+                     CONTENT_STORE_DIR=os.path.join(work, "content"),
+                     WEBHOOKS_ALLOW_PRIVATE_TARGETS="true")
     import logging
 
     logging.disable(logging.WARNING)
@@ -94,10 +85,6 @@ def arm(args) -> dict:
     from chalicelib.services.delivery import process
     from sqlalchemy import select
     from tests.support import Api, all_tenants, make_tenant
-
-    class NullPort:
-        def send(self, queue, body, delay_seconds=0):
-            pass
 
     prepare(get_settings())
     queues.set_port(NullPort())

@@ -95,25 +95,24 @@ class Claimed:
         # The columns are plain attributes: an attempt reads them ~50 times, which through
         # __getattr__ and the row was ~2% of a message's CPU.
         self.__dict__.update(row._mapping)
-        self._row = row
         self.claimed_at = claimed_at  # time.monotonic() before the claim ran (handoff.py)
         self._source = self._sent = _UNREAD
 
     @property
     def has_source(self) -> bool:
         """Its source exists and was not erased (without reading it)."""
-        return self._row.source_key is not None and self._row.source_key != content.EXPIRED
+        return self.source_key is not None and self.source_key != content.EXPIRED
 
     @property
     def source(self) -> bytes | None:
         if self._source is _UNREAD:
-            self._source = content.read(self._row.source_key, self._row.source_raw)
+            self._source = content.read(self.source_key, self.source_raw)
         return self._source
 
     @property
     def sent(self) -> bytes | None:
         if self._sent is _UNREAD:
-            self._sent = content.read(self._row.sent_key, self._row.sent_raw)
+            self._sent = content.read(self.sent_key, self.sent_raw)
         return self._sent
 
 
