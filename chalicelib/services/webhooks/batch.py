@@ -153,8 +153,7 @@ _CLAIM_EACH = (
     update(REQ)
     .where(REQ.c.id.in_(bindparam("ids", expanding=True)),
            REQ.c.next_attempt_at <= bindparam("due", type_=REQ.c.next_attempt_at.type),
-           REQ.c.locked_at.is_(None)
-           | (REQ.c.locked_at < bindparam("expiry", type_=REQ.c.locked_at.type)),
+           single.free_since(bindparam("expiry", type_=REQ.c.locked_at.type)),
            single.HOOK_ENABLED)
     .values(locked_by=bindparam("worker"), locked_at=bindparam("at"), woken_at=None)
     .returning(REQ.c.id))

@@ -195,7 +195,12 @@ def record(conn, row_id: int, worker: str, job: Job, outcome: Outcome, settings:
 
 def unclaimed_at(now, settings: Settings):
     """claims.unclaimed, with the settings already read (the claim is free at ``now``)."""
-    expiry = now - timedelta(seconds=settings.claim_timeout_seconds)
+    return free_since(now - timedelta(seconds=settings.claim_timeout_seconds))
+
+
+def free_since(expiry):
+    """A row nobody holds: never claimed, or its claim taken before ``expiry`` (a value or
+    a bind parameter)."""
     return or_(REQ.c.locked_at.is_(None), REQ.c.locked_at < expiry)
 
 
