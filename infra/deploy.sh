@@ -90,7 +90,9 @@ generate_secret_once() {  # $1: stack output naming the secret, $2: command prin
   current="$(aws secretsmanager get-secret-value --secret-id "$arn" --query SecretString --output text)"
   if [ "$current" = "PENDING-GENERATION" ]; then
     log "generating $1"
-    aws secretsmanager put-secret-value --secret-id "$arn" --secret-string "$(eval "$2")" >/dev/null
+    # --opt=value: a value that starts with '-' and holds no space (one in 64 random
+    # url-safe keys) would otherwise be read by the CLI as an option of its own
+    aws secretsmanager put-secret-value --secret-id "$arn" --secret-string="$(eval "$2")" >/dev/null
   fi
 }
 

@@ -446,3 +446,42 @@ class TestSecretBootstrap:
             env = {"ENCRYPTION_KEY_SECRET_ARN": arn}
             assert aws_bootstrap.load(env) == ["ENCRYPTION_KEY"]
             assert env["ENCRYPTION_KEY"] == "k1,k2"
+
+
+def test_a_generated_secret_that_starts_with_a_dash_is_stored(tmp_path):
+    """deploy.sh's generate_secret_once, run by bash with the real aws CLI against a moto
+    server: a url-safe ENCRYPTION_KEY starts with '-' once in 64 deploys, and without a
+    space in it the CLI read it as an option of its own ('--secret-string: expected one
+    argument'), which failed a rehearsal in CI."""
+    moto_server = pytest.importorskip("moto.server")
+    import boto3
+
+    aws = os.path.join(os.path.dirname(sys.executable), "aws")
+    if not os.path.exists(aws):
+        pytest.skip("the aws CLI is not installed in this environment")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                   AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint,
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        client = boto3.client("secretsmanager", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        arn = client.create_secret(Name="enc", SecretString="PENDING-GENERATION")["ARN"]
+        with open(os.path.join(INFRA, "deploy.sh")) as fh:
+            script = fh.read()
+        function = re.search(r"^generate_secret_once\(\) \{.*?^\}$", script, re.M | re.S)
+        probe = tmp_path / "probe.sh"
+        probe.write_text("set -euo pipefail\n"
+                         "log() { printf '==> %s\\n' \"$*\"; }\n"
+                         f"stack_output() {{ echo '{arn}'; }}\n"
+                         + function.group(0) + "\n"
+                         "generate_secret_once EncryptionKeySecretArn \"printf %s -q2w_e3r\"\n")
+        result = subprocess.run(["bash", str(probe)], env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert client.get_secret_value(SecretId=arn)["SecretString"] == "-q2w_e3r"
+    finally:
+        server.stop()
