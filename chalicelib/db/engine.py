@@ -415,7 +415,7 @@ def autocommit_engine(url: str | None = None) -> Engine | None:
             engine = _autocommit_engines.get(url)
             if engine is None:
                 engine = _create_engine(url, autocommit=True)
-                tenancy.install(engine, None)
+                tenancy.install(engine, None, autocommit=True)
                 _autocommit_engines[url] = engine
     return engine
 

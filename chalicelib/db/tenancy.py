@@ -29,11 +29,13 @@ application's filters are the only guard. docs/tenancy.md has the whole picture.
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
 from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 # The settings the policies read, in the order of Tenant.settings().
@@ -276,6 +278,48 @@ def connect(engine: Engine, tenant: Tenant) -> Iterator[Connection]:
         yield conn
 
 
+def carries_settings(engine: Engine) -> bool:
+    """``engine`` is an autocommit engine whose statements carry their tenant's settings in
+    the same write (pg8000 with db/engine.py's pipeline): ``cursor`` can run on it."""
+    return engine in _PIPELINED_AUTOCOMMIT
+
+
+@contextmanager
+def cursor(engine: Engine, tenant: Tenant) -> Iterator:
+    """A DBAPI cursor on a pooled connection of ``engine`` (``carries_settings``), every
+    statement of which acts for ``tenant`` (each is its own transaction and carries the
+    settings), for a hot path's prebuilt statements: no SQLAlchemy Connection, execution
+    context or events per statement (on the delivery's in-flight marker those cost more CPU
+    than pg8000's own work). A driver error comes out as SQLAlchemy's ``DBAPIError``, as
+    through a Connection; a connection the error shows broken is invalidated."""
+    raw = engine.raw_connection()
+    dbapi = raw.dbapi_connection
+    found = None
+    if not dbapi.autocommit:  # (a transaction would stay open on the pooled connection)
+        raw.close()
+        raise ValueError("tenancy.cursor needs an autocommit engine's connection")
+    try:
+        # the settings of every statement until the connection goes back to the pool
+        # (``_checked_in`` clears them); autocommit mode sends them with each one
+        dbapi.tenancy_prelude = tenant.settings()
+        found = dbapi.cursor()
+        yield found
+    except engine.dialect.loaded_dbapi.Error as error:
+        broken = engine.dialect.is_disconnect(error, dbapi, found)
+        if broken:
+            raw.invalidate(error)
+        raise DBAPIError.instance(None, None, error, engine.dialect.loaded_dbapi.Error,
+                                  connection_invalidated=broken,
+                                  dialect=engine.dialect) from error
+    finally:
+        if found is not None:
+            found.close()
+        raw.close()  # back to the pool (or gone, when invalidated)
+
+
+_PIPELINED_AUTOCOMMIT: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
 def _attach(conn: Connection, tenant: Tenant) -> None:
     info = conn.info
     if info.get(_TENANT, NOBODY) != tenant:
@@ -286,14 +330,17 @@ def _attach(conn: Connection, tenant: Tenant) -> None:
 # ------------------------------------------------------------------------------ the engine
 
 
-def install(engine: Engine, session_factory) -> None:
+def install(engine: Engine, session_factory, autocommit: bool = False) -> None:
     """Send each connection's tenant with its statements (PostgreSQL engines only). With
     pg8000 and db/engine.py's pipeline, the settings go in front of the next statement in the
-    same write; otherwise they are a statement of their own (one more round trip)."""
+    same write; otherwise they are a statement of their own (one more round trip).
+    ``autocommit``: the engine's connections are in autocommit mode (``cursor``)."""
     from pg8000 import core
 
     pipelined = engine.dialect.driver == "pg8000" and \
         getattr(core.CoreConnection.execute_unnamed, "tenancy_prelude", False)
+    if pipelined and autocommit:
+        _PIPELINED_AUTOCOMMIT.add(engine)
 
     def before_execute(conn, cursor, statement, parameters, context, executemany) -> None:
         info = conn.info

@@ -77,6 +77,41 @@ def test_an_autocommit_statement_carries_its_tenant_each_time(database, flushes)
 
 
 @postgres_only
+def test_a_driver_cursor_acts_for_its_tenant_in_every_statement(database, flushes):
+    """tenancy.cursor (the delivery marker's path past SQLAlchemy): each statement carries
+    the tenant's settings in its own round trip; the pooled connection goes back acting for
+    nobody; a failed statement is SQLAlchemy's DBAPIError and leaves the connection usable."""
+    engine = autocommit_engine()
+    assert tenancy.carries_settings(engine)
+    sql = "SELECT current_setting('app.server_ids', true)"
+    with tenancy.cursor(engine, tenancy.for_servers([4, 6])) as cursor:
+        before = flushes[0]
+        cursor.execute(sql)
+        assert cursor.fetchall()[0][0] == "4,6"
+        cursor.execute(sql)  # autocommit: each its own transaction, the settings again
+        assert cursor.fetchall()[0][0] == "4,6"
+        assert flushes[0] == before + 2
+    with tenancy.cursor(engine, tenancy.NOBODY) as cursor:
+        cursor.execute(sql)
+        assert cursor.fetchall()[0][0] in ("", None)
+    with engine.connect() as conn:  # a connection checked out without a tenant: nobody
+        assert conn.execute(SETTING).scalar() in ("", None)
+    with pytest.raises(DBAPIError):
+        with tenancy.cursor(engine, tenancy.for_server(4)) as cursor:
+            cursor.execute("SELECT 1 / 0")
+    with tenancy.cursor(engine, tenancy.for_server(8)) as cursor:
+        cursor.execute(sql)
+        assert cursor.fetchall()[0][0] == "8"
+    # Only an autocommit engine's statements are transactions of their own.
+    with session_scope() as db:
+        plain = db.get_bind()
+    assert not tenancy.carries_settings(plain)
+    with pytest.raises(ValueError):
+        with tenancy.cursor(plain, tenancy.for_server(4)):
+            pass
+
+
+@postgres_only
 def test_a_rolled_back_savepoint_keeps_the_tenant(database):
     with session_scope() as db:
         tenancy.act(db, tenancy.for_server(9))

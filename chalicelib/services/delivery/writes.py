@@ -259,7 +259,13 @@ def _single(db, stmt, params: dict, keep=None):
         else:
             db.rollback()
         return rows
-    with tenancy.connect(autocommit, tenancy.current(db)) as conn:  # the claimed rows' servers
+    tenant = tenancy.current(db)  # the claimed rows' servers
+    if tenancy.carries_settings(autocommit):  # straight on the driver's cursor
+        prebuilt = _prebuilt_for(stmt, autocommit.dialect)
+        with tenancy.cursor(autocommit, tenant) as cursor:
+            cursor.execute(prebuilt.sql, prebuilt.parameters(params))
+            return cursor.fetchall() if cursor.description is not None else []
+    with tenancy.connect(autocommit, tenant) as conn:
         return execute_prebuilt(conn, stmt, params)
 
 
