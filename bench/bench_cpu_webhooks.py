@@ -95,7 +95,9 @@ def run_child(root: str, url: str, args, database_url: str, profile: str | None 
         cmd = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-r", "500", "--gil", "-f", "raw", "-o", profile, "--"] + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=root,
                          env={**os.environ, "PYTHONPATH": root}).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    # (under py-spy its own lines follow the child's figures)
+    return json.loads(next(line for line in reversed(out.strip().splitlines())
+                           if line.startswith("{")))
 
 
 def main() -> None:
