@@ -102,6 +102,16 @@ def test_a_driver_cursor_acts_for_its_tenant_in_every_statement(database, flushe
     with tenancy.cursor(engine, tenancy.for_server(8)) as cursor:
         cursor.execute(sql)
         assert cursor.fetchall()[0][0] == "8"
+    # A connection that dies under it (the server ended it) is invalidated, not pooled.
+    with pytest.raises(DBAPIError) as raised:
+        with tenancy.cursor(engine, tenancy.for_server(8)) as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cursor.execute(sql)
+    assert raised.value.connection_invalidated
+    for _ in range(3):  # whichever pooled connection comes next works
+        with tenancy.cursor(engine, tenancy.for_server(9)) as cursor:
+            cursor.execute(sql)
+            assert cursor.fetchall()[0][0] == "9"
     # Only an autocommit engine's statements are transactions of their own.
     with session_scope() as db:
         plain = db.get_bind()
