@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -159,11 +160,42 @@ def clear_smtp_auth_failures(database):
         session.execute(delete(SmtpAuthFailure))
 
 
+def _park_earlier_mail(settle_seconds: float = 1.0) -> None:
+    """Outgoing mail of earlier tests that still waits on an attempt is parked (no next
+    attempt: never claimed again), so it is not delivered to the next test's MX, where it
+    would take an entry of that test's script (DELIVERY_RELAY names the MX at each attempt).
+    What is in flight now (claimed in the last seconds) may end in a retry: parked again
+    once it has finished, waiting at most ``settle_seconds``."""
+    from datetime import timedelta
+
+    from sqlalchemy import exists, select, update
+
+    from chalicelib import clock, statuses
+    from chalicelib.db.models import Message
+    from tests.support import all_tenants
+
+    waiting = (Message.scope == "outgoing", Message.status.in_(statuses.DELIVERABLE),
+               Message.next_attempt_at.is_not(None))
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        with all_tenants() as db:
+            db.execute(update(Message).where(*waiting, Message.locked_by.is_(None))
+                       .values(next_attempt_at=None))
+            busy = db.scalar(select(exists().where(
+                Message.scope == "outgoing", Message.locked_by.is_not(None),
+                Message.locked_at > clock.now() - timedelta(seconds=5))))
+        if not busy or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def mx(monkeypatch, stack):
-    """A scripted MX on loopback that the running stack delivers to, with fast retries."""
+    """A scripted MX on loopback that the running stack delivers to, with fast retries;
+    earlier tests' mail still waiting on an attempt is parked first (``_park_earlier_mail``)."""
     from tests.mx import ScriptedMX
 
+    _park_earlier_mail()
     server = ScriptedMX().start()
     monkeypatch.setenv("DELIVERY_RELAY", server.relay)
     monkeypatch.setenv("TIME_SCALE", "0.0001")
