@@ -386,32 +386,39 @@ def _run(db, build, params: dict, *shape) -> list:
         with autocommit.connect() as conn:
             result = conn.execute(stmt, {n: params[n] for n in names if n in params})
             return result.all() if result.returns_rows else []
-    first: list = []
     if all(stmt.is_dml for stmt, _ in statements):
         # its RETURNING gives counts and names: prebuilt, on the DBAPI cursor (writes.py)
         with writes.sqlite_transaction(db) as execute:
-            for i, (stmt, _) in enumerate(statements):
-                rows = execute(stmt, params, named=True)
-                if i == 0:
-                    first = rows
-                    if not rows:
-                        break
-                    params = {**params, "p_gone": len(rows)}
+            first = _chain(statements, params,
+                           lambda stmt, _names, values: execute(stmt, values, named=True))
         if db.in_transaction():  # work the session held commits with it, as below
             db.commit()
         return first
-    for i, (stmt, names) in enumerate(statements):
+
+    def one(stmt, names, values) -> list:
         if stmt.is_dml:  # its RETURNING gives counts and names: prebuilt (writes.py)
-            rows = writes.execute_prebuilt(db.connection(), stmt, params)
-        else:  # a read of the row (timestamps to convert) or the text of its creation
-            result = db.execute(stmt, {n: params[n] for n in names if n in params})
-            rows = result.all() if result.returns_rows else []
+            return writes.execute_prebuilt(db.connection(), stmt, values)
+        # a read of the row (timestamps to convert) or the text of its creation
+        result = db.execute(stmt, {n: values[n] for n in names if n in values})
+        return result.all() if result.returns_rows else []
+
+    first = _chain(statements, params, one)
+    db.commit()
+    return first
+
+
+def _chain(statements: list, params: dict, execute) -> list:
+    """SQLite's statements of a pacing write in order, each through ``execute(stmt, names,
+    values)``; a later one only when the first returned rows (``p_gone``: how many). The
+    first one's rows."""
+    first: list = []
+    for i, (stmt, names) in enumerate(statements):
+        rows = execute(stmt, names, params)
         if i == 0:
             first = rows
             if not rows:
                 break
             params = {**params, "p_gone": len(rows)}
-    db.commit()
     return first
 
 

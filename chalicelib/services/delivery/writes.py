@@ -186,10 +186,10 @@ def run(db, key: tuple, parts: list, params: dict) -> dict[str, list[int]]:
 def sqlite_transaction(db) -> Iterator[Callable[..., list]]:
     """SQLite: a transaction for statements run prebuilt straight on the DBAPI cursor (no
     SQLAlchemy execution, result or ORM transaction bookkeeping per statement: most of the
-    CPU the delivery writes cost there); yields ``execute(stmt, params, named=False) -> rows`` (tuples; ``named``: with the
-    columns as attributes too). When the
-    session holds uncommitted work, the statements run on its connection, in its
-    transaction, and the caller commits or rolls back the session. Otherwise a pooled
+    CPU the delivery writes cost there); yields ``execute(stmt, params, named=False) ->
+    rows`` (tuples; ``named``: with the columns as attributes too). When the session holds
+    uncommitted work, the statements run on its connection, in its transaction, and the
+    caller commits or rolls back the session. Otherwise a pooled
     connection runs them as a transaction of their own: ``BEGIN IMMEDIATE`` (the write lock
     first, as the engine's sessions take it), ``COMMIT`` when the block ends, ``ROLLBACK``
     when it raises; the session is left without a transaction, as after its commit."""
