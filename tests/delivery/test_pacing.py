@@ -416,3 +416,50 @@ def test_another_workers_backoff_stops_a_held_session_before_data(api, tenant, b
         assert "answered a throttle reply (421 4.7.0 elsewhere)" in shown["status_details"]
         assert (shown["status"], shown["attempts"], shown["deliveries"]) == ("Pending", 0, [])
     assert _destination(domain).active == 0
+
+
+def test_an_adopted_slots_first_message_is_admitted_by_its_marker(api, tenant, by_hand, db,
+                                                                  monkeypatch):
+    """A run that adopts the slot a run before it parked with its session, after a message
+    sent there, admits its first message in that message's marker, as the later messages of
+    a run are: no statement of its own, no new connection."""
+    monkeypatch.setenv("DELIVERY_SESSION_IDLE_SECONDS", "30")  # idle sessions stay open
+    mx, domain = by_hand, f"{unique('adopt')}.example"
+    try:
+        [first] = park_due(db, api, tenant, domain, 1)
+        assert worker.process(first) == "Sent"  # parked with its slot and session
+        [second] = park_due(db, api, tenant, domain, 1)
+        results: dict = {}
+        statements = _pacing_statements(lambda: results.update({second: worker.process(second)}))
+        assert results == {second: "Sent"}
+        assert statements == []
+        assert (len(mx.messages), mx.connections) == (2, 1)
+    finally:
+        pacing.release_idle(everything=True)
+    assert _destination(domain).active == 0
+
+
+def test_a_backoff_begun_while_a_slot_was_parked_stops_its_adopter_before_data(
+        api, tenant, by_hand, db, monkeypatch):
+    """Another worker's throttle reply while the slot was parked: the adopting run's message
+    is stopped at its marker (its envelope went over the idle session; no DATA, no marker),
+    paced with the reason, its slot given back (its session left in DATA is closed)."""
+    monkeypatch.setenv("DELIVERY_SESSION_IDLE_SECONDS", "30")
+    mx, domain = by_hand, f"{unique('adoptstop')}.example"
+    try:
+        [first] = park_due(db, api, tenant, domain, 1)
+        assert worker.process(first) == "Sent"
+        with session_scope() as session:  # what another worker's 421 writes
+            session.execute(update(DeliveryDestination)
+                            .where(DeliveryDestination.destination == domain)
+                            .values(backoff_until=clock.now() + timedelta(seconds=60),
+                                    backoff_reason="421 4.7.0 elsewhere", throttles=1))
+        [second] = park_due(db, api, tenant, domain, 1)
+        assert worker.process(second) == "paced"
+        assert (len(mx.messages), mx.connections, len(mx.rcpts_seen)) == (1, 1, 2)
+        shown = message(api, tenant, second)
+        assert "answered a throttle reply (421 4.7.0 elsewhere)" in shown["status_details"]
+        assert (shown["status"], shown["attempts"], shown["deliveries"]) == ("Pending", 0, [])
+    finally:
+        pacing.release_idle(everything=True)
+    assert _destination(domain).active == 0

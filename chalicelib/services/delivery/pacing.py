@@ -49,7 +49,9 @@ connections over WORKER_PROCESSES, rounded up), leaving the others to the other 
 
 **At the marker.** The later messages of a batch to a destination without a
 rate whose slot the worker already holds, over the session the previous message left open
-(it was delivered or refused for good), are admitted in the statement that writes their
+(it was delivered or refused for good), and likewise the first message of a run that adopts
+a slot parked after such a message (``sessions.Slot.throttles``: the destination's throttles
+as the parking run last saw them), are admitted in the statement that writes their
 in-flight marker, right before DATA (``Admission``): the same conditional UPDATE (no backoff
 now) as a CTE of that statement on PostgreSQL, the marker written only if it matched (on
 SQLite the UPDATE and the marker's conditional INSERTs in the marker's one transaction). So
@@ -58,8 +60,9 @@ and is still decided before anything of the message can be accepted. When it doe
 (another worker's throttle reply started a backoff meanwhile) the session is left without
 DATA (RSET before its next use), the message is paced as above and the slot given back, so
 the batch's next message for the destination asks again before connecting. The cost: such a
-message's MAIL and RCPT went over the open session during a backoff (no connection is
-opened, nothing is delivered). The first message of a destination, one after a deferral,
+message's MAIL and RCPT went over the open session during a backoff (nothing is
+delivered; no connection is opened, unless an adopted idle session turns out closed by the
+server and is replaced). The first message of a destination, one after a deferral,
 a throttle or a broken session, and every message to a destination with a rate are admitted
 before connecting, by a statement of their own.
 
@@ -451,27 +454,30 @@ class Pacer:
         name, rule, limits = self._destination(message.rcpt_to.rpartition("@")[2],
                                                hosts if mx else [])
         if self.held is not None and self.held != (pool, name):
-            self.finish(db)  # moving on: the previous destination's session is done
+            self._finish(db, previous)  # moving on: the previous destination is done
         slot, key = self.held is None, (pool, name)
+        throttles = previous[3] if previous is not None and previous[:2] == key else None
         if slot:  # a slot this process parked with an idle session to the destination?
             adopted = self._adopt(db, pool, name)
             if adopted is not None:
                 self._hold(key, adopted, limits)
                 handoff.hold(key)
                 slot = False
+                # its last message was sent or refused for good over that session: as for
+                # the next message of a run, its marker admits this one
+                throttles = adopted.throttles
             elif not handoff.reserve(key, limits.share):
                 # This process has its share of the destination's slots in use (or being
                 # taken): its holders carry the message; the other slots stay for the other
                 # processes.
                 return _or_line(_slot_wait(pool, name, limits, clock.now()), pool, name)
-        if not slot and not rule.per_minute and previous is not None and \
-                previous[:2] == key:
+        if not slot and not rule.per_minute and throttles is not None:
             # The slot is ours and its session open: admitted by the marker's statement.
             now = clock.now()
             self.pending = Admission({
                 "p_pool": pool, "p_dest": name, "p_now": now,
                 "p_backoff_horizon": _backoff_horizon(limits, now)})
-            self.current = (pool, name, limits, previous[3])
+            self.current = (pool, name, limits, throttles)
             return None
         reserved = slot  # counted among the line's holders until a slot is ours, or not
         try:
@@ -634,8 +640,17 @@ class Pacer:
         for the next run (sessions.py), or give it back. Messages handed to its line since
         the last ``carry`` go back to their claimants, which may adopt the slot just
         parked."""
+        self._finish(db, self.current)
+
+    def _finish(self, db, last: tuple | None) -> None:
+        """``finish``; ``last``: the run's ``current`` after its last message. When that
+        message was sent or refused for good, the slot is parked with the destination's
+        throttles as they were, so the adopting run's first message is admitted at its
+        marker."""
         if self.held is not None:
             key, slot, self.held, self.slot = self.held, self.slot, None, None
+            if slot is not None:
+                slot.throttles = last[3] if last is not None and last[:2] == key else None
             # Parked only while the process keeps no more than its share of the slots
             # (in use by its other runs, or parked): the rest go back to other processes.
             keep = handoff.holders(key) - 1 + sessions.parked(*key) < self._share

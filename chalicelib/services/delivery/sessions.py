@@ -45,6 +45,10 @@ class Slot:
         self.session = None          # a connect.Session
         self.clean = False           # its last transaction ended with the reply to its data
         self.idle_since = 0.0
+        # Parked after a message sent or refused for good: the destination's throttles as
+        # that run last saw them (pacing.py admits the adopting run's first message at its
+        # marker); None: the adopting run asks before it sends.
+        self.throttles: int | None = None
 
     def take(self, key: tuple):
         """The slot's session when it is open to ``key`` (host, port, egress, TLS
