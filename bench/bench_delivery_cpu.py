@@ -15,7 +15,9 @@ processes do (each of its commits makes this process's connections re-read their
 
 Without ``--arm`` it alternates arms (``--base`` first, then this tree) for ``--rounds`` and
 prints each arm's CPU-ms per message, the medians and their ratio. ``--profile FILE``: one
-arm of this tree under cProfile instead (pstats written to FILE).
+arm of this tree under cProfile instead (pstats written to FILE; it sees the calling thread
+only, and inflates Python calls several times); ``--spy FILE``: one arm under py-spy,
+sampling the threads holding the GIL (Python's own CPU, every thread; collapsed stacks).
 
 Run: .venv/bin/python bench/bench_delivery_cpu.py --base /tmp/main-copy [--messages 400]
      [--rounds 3] [--domains 1] [--port 41025] [--database-url URL]
@@ -147,7 +149,9 @@ def arm(args) -> dict:
 
 def run_arm(code: str, args, profile: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": code}
-    command = [sys.executable, os.path.join(ROOT, "bench", "bench_delivery_cpu.py"), "--arm",
+    spy = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--gil", "-r",
+           "500", "-f", "raw", "-o", args.spy, "--"] if args.spy else []
+    command = spy + [sys.executable, os.path.join(ROOT, "bench", "bench_delivery_cpu.py"), "--arm",
                "--messages", str(args.messages), "--domains", str(args.domains),
                "--port", str(args.port)]
     if args.database_url:
@@ -158,7 +162,8 @@ def run_arm(code: str, args, profile: str | None = None) -> dict:
         command.append("--noise")
     out = subprocess.run(command, env=env, cwd=code, check=True, stdout=subprocess.PIPE,
                          text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    # the arm's figures: its last JSON line (py-spy's own lines follow it)
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
 
 def main() -> None:
@@ -171,6 +176,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=41025)
     parser.add_argument("--database-url")
     parser.add_argument("--profile")
+    parser.add_argument("--spy", metavar="FILE",
+                        help="one arm of this tree under py-spy, samples holding the GIL "
+                             "(collapsed stacks in FILE, for bench/profile_summary.py)")
     parser.add_argument("--noise", action="store_true",
                         help="SQLite: another process commits every ~1 ms meanwhile")
     args = parser.parse_args()
@@ -184,7 +192,7 @@ def main() -> None:
     mx.start()
     time.sleep(1.0)
     try:
-        if args.profile:
+        if args.profile or args.spy:
             print(run_arm(ROOT, args, args.profile))
             return
         arms = {"base": args.base, "this": ROOT} if args.base else {"this": ROOT}

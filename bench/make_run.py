@@ -110,7 +110,9 @@ class MakeRun:
         import requests
 
         # Its output goes to a file: a pipe nobody reads would block the stack when full.
-        self.log = tempfile.TemporaryFile()
+        # BENCH_STACK_LOG=FILE keeps the stack's output (a temporary file otherwise)
+        kept = os.environ.get("BENCH_STACK_LOG")
+        self.log = open(kept, "w+b") if kept else tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "chalicelib.local"], cwd=ROOT,
                                      env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
