@@ -88,16 +88,17 @@ def child(args) -> None:
 
 
 def run_child(root: str, url: str, args, database_url: str, profile: str | None = None) -> dict:
+    sys.path.insert(0, HERE)  # the parent's helpers (a child imports its own tree's)
+    from bench.common import last_json, py_spy_prefix
+
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--root", root, "--url", url,
            "--rows", str(args.rows), "--threads", str(args.threads),
            "--database-url", database_url]
     if profile:
-        cmd = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-r", "500", "--gil", "-f", "raw", "-o", profile, "--"] + cmd
+        cmd = py_spy_prefix(profile) + cmd
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=root,
                          env={**os.environ, "PYTHONPATH": root}).stdout
-    # (under py-spy its own lines follow the child's figures)
-    return json.loads(next(line for line in reversed(out.strip().splitlines())
-                           if line.startswith("{")))
+    return last_json(out)
 
 
 def main() -> None:

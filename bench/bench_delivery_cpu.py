@@ -148,9 +148,11 @@ def arm(args) -> dict:
 
 
 def run_arm(code: str, args, profile: str | None = None) -> dict:
+    # the parent's helpers (each arm imports its own tree's bench package)
+    from bench.common import last_json, py_spy_prefix
+
     env = {**os.environ, "PYTHONPATH": code}
-    spy = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--gil", "-r",
-           "500", "-f", "raw", "-o", args.spy, "--"] if args.spy else []
+    spy = py_spy_prefix(args.spy) if args.spy else []
     command = spy + [sys.executable, os.path.join(ROOT, "bench", "bench_delivery_cpu.py"), "--arm",
                "--messages", str(args.messages), "--domains", str(args.domains),
                "--port", str(args.port)]
@@ -162,8 +164,7 @@ def run_arm(code: str, args, profile: str | None = None) -> dict:
         command.append("--noise")
     out = subprocess.run(command, env=env, cwd=code, check=True, stdout=subprocess.PIPE,
                          text=True).stdout
-    # the arm's figures: its last JSON line (py-spy's own lines follow it)
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    return last_json(out)
 
 
 def main() -> None:
@@ -186,6 +187,7 @@ def main() -> None:
         sys.path.insert(0, os.getcwd())
         print(json.dumps(arm(args)))
         return
+    sys.path.insert(0, ROOT)  # this tree's bench package, for the parent's helpers
     import multiprocessing
 
     mx = multiprocessing.Process(target=sink, args=(args.port,), daemon=True)

@@ -4,8 +4,10 @@ Figures are ratios against a baseline measured in the same run, because the mach
 shared and noisy; absolute numbers are printed for context only."""
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import sys
 import time
 from typing import Callable
 
@@ -65,6 +67,20 @@ def start_stack():
     except BaseException:
         stack.stop()
         raise
+
+
+def py_spy_prefix(path: str) -> list[str]:
+    """What to put before a child's command to run it under py-spy: the samples of threads
+    holding the GIL (Python's own CPU, every thread) at 500 Hz, into ``path`` as collapsed
+    stacks (for bench/profile_summary.py)."""
+    return [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--gil", "-r",
+            "500", "-f", "raw", "-o", path, "--"]
+
+
+def last_json(out: str) -> dict:
+    """A child's figures: the last line of its output that is a JSON object (under py-spy,
+    py-spy's own lines follow it)."""
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
 
 def rate(fn: Callable[[], None], *, seconds: float = 1.0, rounds: int = 3) -> float:
