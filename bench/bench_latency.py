@@ -26,7 +26,12 @@ Measured, for each round trip (default 50 and 150 ms):
   no database): ``--reference-sessions`` (default 100, Postfix's default process limit)
   threads with smtplib, each destination's messages split over 100/D sessions, each session
   reused for its share, one command at a time (no pipelining). Ratio = service / reference.
-* **Lambda shape** (at the first round trip): the deliveries worker's batch handler in this
+* **What the cores allow**: a stack that is CPU-bound delivers at most cores / (its CPU a
+  message + the rig's) whatever the round trip (the rig shares the cores here, unlike a real
+  MX); printed for both sides, with the CPU a message the service could spend to match the
+  reference's rate on these cores (``--round-trips 0,50,150`` shows whether the rate still
+  depends on the round trip at all).
+* **Lambda shape** (at the first round trip above 0): the deliveries worker's batch handler in this
   process (``dispatch.dispatch_batch("deliveries", bodies)``, as ``bench_pipeline_lambda.py``
   and the Lambda handler run it) on the wake-ups of 10 messages to 10 fresh destinations,
   against the same for one message; median wall time of ``--lambda-rounds`` rounds, on
@@ -37,13 +42,16 @@ Measured, for each round trip (default 50 and 150 ms):
   the same sink (DELIVERY_RELAY=<the sink>); ``--postfix-messages`` (default 2,000) submitted
   over 10 sessions; messages/s from the first submission until the sink has them all, CPU
   per message of each one's process tree (Postfix: its master and every child, OpenDKIM).
+  ``--postfix-round-trip MS``: both relay through the delay proxy instead (one next hop at
+  that round trip: a smarthost, or one big receiver), Postfix with 100 sessions to it.
   See ``bench/postfix_rig.py``.
 
 The machine is shared and noisy: read the ratios, not the absolute figures. Nothing is
 written into the repository; ``--results`` prints a markdown block for bench/RESULTS.md.
 
 Run: .venv/bin/python bench/bench_latency.py [--quick] [--messages 1000] [--destinations 50]
-     [--round-trips 50,150] [--hook-round-trip 100] [--no-lambda] [--postfix] [--results]
+     [--round-trips 50,150] [--hook-round-trip 100] [--no-lambda] [--postfix]
+     [--postfix-round-trip 0] [--results]
      [--set KEY=VALUE ...]   (a setting of the service's stack, e.g. --set WORKER_THREADS=8)"""
 from __future__ import annotations
 
@@ -398,6 +406,21 @@ def measure_webhooks(delay_ms: float, n: int, url: str) -> dict | None:
 
 # --------------------------------------------------------------------------- output
 
+#: The cores this process may run on (the stack, the rig and the reference share them).
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def ceiling(measured: dict) -> float:
+    """Messages/s the cores allow at a run's CPU a message, its own and the rig's."""
+    return CORES * 1000 / (measured["cpu_ms"] + measured["rig_cpu_ms"])
+
+
+def budget(ours: dict, ref: dict) -> float:
+    """The service's CPU-ms a message at which the cores would allow the reference's rate,
+    the rig's CPU for the service's traffic counted (it shares the cores here)."""
+    return CORES * 1000 / ref["rate"] - ours["rig_cpu_ms"]
+
+
 def parts(measured: dict) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in measured["rig_parts"].items() if v >= 0.05)
 
@@ -417,6 +440,18 @@ def table(figures: dict, args) -> list[str]:
             f"| CPU-ms/msg of the rig during the service's phase (sink, delay proxy, webhook "
             f"receiver: on the same cores, unlike a real MX) | {ours['rig_cpu_ms']:.1f} "
             f"({parts(ours)}) | {ref['rig_cpu_ms']:.1f} ({parts(ref)}) | — | — |",
+            # What the cores allow: a CPU-bound stack cannot beat cores / (its CPU + the
+            # rig's, which shares the cores here) whatever the round trip; and the CPU a
+            # message the service could spend to match the reference's rate on these cores.
+            f"| messages/s these {CORES} cores allow at these CPU costs (cores / (CPU-ms/msg "
+            f"+ the rig's)) | {ceiling(ours):.0f} | {ceiling(ref):.0f} | "
+            f"{ceiling(ours) / ref['rate']:.2f} (of the reference's measured rate) | — |",
+            f"| CPU-ms/msg the service could spend to match the reference's rate here "
+            f"(cores / its rate, less the rig's CPU-ms/msg for the service's traffic) | "
+            f"{ours['cpu_ms']:.1f} (spent) | {budget(ours, ref):.1f} (budget) | "
+            f"{ours['cpu_ms'] / budget(ours, ref):.1f}x the budget | — |"
+            if budget(ours, ref) > 0 else
+            f"{ours['cpu_ms']:.1f} (spent) | none: the rig alone needs more | — | — |",
             f"| peak sessions per destination at {rtt:g} ms (max; service mean) | "
             f"{ours['peak']} (mean {ours['peak_mean']:.1f}) | {ref['peak']} | — | "
             f"<= DELIVERY_PACING_CONNECTIONS |",
@@ -427,7 +462,8 @@ def table(figures: dict, args) -> list[str]:
         lines.append(f"| webhooks/s, bench_webhooks.measure | failed: "
                      f"{figures['webhooks']['error']} | | | |")
     elif figures.get("webhooks"):
-        hook, rtt = figures["webhooks"], next(iter(figures["latency"]))
+        hook = figures["webhooks"]
+        rtt = next((r for r in figures["latency"] if r > 0), next(iter(figures["latency"])))
         rate = figures["latency"][rtt]["service"]["rate"]
         lines.append(f"| webhooks/s, bench_webhooks.measure ({hook['threads']} worker threads, "
                      f"as one worker process; WEBHOOKS_CONCURRENCY={hook['concurrency']}; "
@@ -453,7 +489,9 @@ def table(figures: dict, args) -> list[str]:
             lines.append(f"| Postfix + OpenDKIM | not measured: {pf['error']} | | | |")
         else:
             lines += [
-                f"| SMTP submission to delivery, {pf['n']} messages, loopback: messages/s "
+                f"| SMTP submission to delivery, {pf['n']} messages, "
+                f"{'loopback' if not pf.get('round_trip') else '%g ms RTT to the MX' % pf['round_trip']}"
+                f": messages/s "
                 f"(service: gateway + delivery; reference: Postfix + OpenDKIM) | "
                 f"{pf['service']['rate']:.1f} | {pf['postfix']['rate']:.1f} | "
                 f"{pf['service']['rate'] / pf['postfix']['rate']:.2f} | — |",
@@ -484,6 +522,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postfix", action="store_true",
                         help="also Postfix + OpenDKIM against the gateway (loopback)")
     parser.add_argument("--postfix-messages", type=int, default=2000)
+    parser.add_argument("--postfix-round-trip", type=float, default=0.0, metavar="MS",
+                        help="relay both sides of --postfix through the delay proxy at this "
+                        "round trip (Postfix with 100 sessions to it); 0: loopback")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for the service's stack (repeatable), e.g. "
                         "--set WORKER_THREADS=8")
@@ -520,15 +561,16 @@ def main(argv: list[str] | None = None) -> None:
         if args.postfix:
             from bench import postfix_rig
 
-            world.set_round_trip(0)
             figures["postfix"] = postfix_rig.compare(world, args.postfix_messages, folder,
-                                                     args.database_url, settings)
+                                                     args.database_url, settings,
+                                                     args.postfix_round_trip)
         figures["webhooks"] = measure_webhooks(args.hook_round_trip, args.webhook_rows,
                                                args.webhooks_database_url) or {}
-        if not args.no_lambda:
-            world.set_round_trip(round_trips[0])
+        if not args.no_lambda:  # at the first round trip that is one (its aim is at 50 ms)
+            shape_rtt = next((rtt for rtt in round_trips if rtt > 0), round_trips[0])
+            world.set_round_trip(shape_rtt)
             figures["lambda"] = {**measure_lambda(world, args.lambda_database_url,
-                                                  args.lambda_rounds), "rtt": round_trips[0]}
+                                                  args.lambda_rounds), "rtt": shape_rtt}
     finally:
         world.close()
         import shutil

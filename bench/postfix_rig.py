@@ -1,6 +1,7 @@
 """The peer a self-hoster would pick instead, for ``bench_latency.py --postfix``: a private
 Postfix instance with OpenDKIM as its milter, against ``make run``'s SMTP gateway + delivery,
-both relaying to the bench's sink on loopback (no delay).
+both relaying to the bench's sink on loopback (no delay), or through the delay proxy
+(``compare(round_trip=...)``).
 
 * **Postfix** (Debian's package, not its system service): ``main.cf`` and ``master.cf`` in a
   temp directory (``postfix -c <dir> start``), its own queue and data directories, smtpd on a
@@ -66,7 +67,8 @@ def _key_and_certificate(folder: str) -> tuple[str, str, str]:
 class PrivatePostfix:
     """Postfix + OpenDKIM under ``folder``; ``start()`` / ``stop()``."""
 
-    def __init__(self, folder: str, sink_port: int, sender_domain: str):
+    def __init__(self, folder: str, sink_port: int, sender_domain: str,
+                 relay: tuple[str, int] | None = None, sessions: int = 0):
         from tests.support import free_port
 
         self.folder = folder
@@ -74,6 +76,9 @@ class PrivatePostfix:
         self.queue = os.path.join(folder, "queue")
         self.port, self.milter_port = free_port(), free_port()
         self.sink_port, self.sender_domain = sink_port, sender_domain
+        # (host, port) to relay to instead of the sink (the delay proxy); sessions: its
+        # destination concurrency limit (0: Postfix's default, 20)
+        self.relay, self.sessions = relay or ("127.0.0.1", sink_port), sessions
         self.opendkim: subprocess.Popen | None = None
         self.started = False
 
@@ -96,7 +101,7 @@ class PrivatePostfix:
             "myhostname": "pf.bench.test", "mydomain": "bench.test",
             "inet_interfaces": "127.0.0.1", "inet_protocols": "ipv4", "mydestination": "",
             "local_recipient_maps": "", "alias_maps": "", "alias_database": "",
-            "relayhost": f"[127.0.0.1]:{self.sink_port}", "mynetworks": "127.0.0.0/8",
+            "relayhost": f"[{self.relay[0]}]:{self.relay[1]}", "mynetworks": "127.0.0.0/8",
             "smtpd_relay_restrictions": "permit_mynetworks, reject",
             "smtpd_tls_security_level": "may", "smtpd_tls_cert_file": cert,
             "smtpd_tls_key_file": key, "smtp_tls_security_level": "none",
@@ -106,6 +111,8 @@ class PrivatePostfix:
             "maillog_file_prefixes": self.folder,
             "smtputf8_enable": "no",
         }
+        if self.sessions:
+            main["default_destination_concurrency_limit"] = str(self.sessions)
         with open(os.path.join(self.etc, "main.cf"), "w") as fh:
             fh.writelines(f"{k} = {v}\n" for k, v in main.items())
         lines = []
@@ -240,9 +247,12 @@ def _measure(world, count: int, port: int, user: str, password: str, sender: str
 
 
 def compare(world, count: int, folder: str, database_url: str,
-            settings: dict | None = None) -> dict:
+            settings: dict | None = None, round_trip: float = 0.0) -> dict:
     """Postfix + OpenDKIM against make run's gateway + delivery, each ``count`` messages
-    (after 20 of warm-up) to the sink; returns {"n", "postfix", "service"} or {"error"}."""
+    (after 20 of warm-up) to the sink; returns {"n", "postfix", "service"} or {"error"}.
+    ``round_trip`` (ms) above 0: both relay through the delay proxy (one destination's
+    address, that round trip), Postfix with 100 sessions to it (the reference's count;
+    its default is 20) and the service with its defaults."""
     from bench.latency_rig import new_database_url
     from bench.common import ADMIN_KEY
     from bench.make_run import MakeRun, tree_cpu
@@ -252,7 +262,14 @@ def compare(world, count: int, folder: str, database_url: str,
     if os.geteuid() != 0 or not (shutil.which("postfix") and shutil.which("opendkim")):
         return {"error": "needs root and Debian's postfix and opendkim"}
     domain = "pf.example.com"
-    postfix = PrivatePostfix(os.path.join(folder, "postfix"), world.sink_port, domain)
+    world.set_round_trip(round_trip)
+    from bench import latency_rig
+
+    relay = (latency_rig.destination_address(0), world.mx_port) if round_trip > 0 else \
+        ("127.0.0.1", world.sink_port)
+    figures["round_trip"] = round_trip
+    postfix = PrivatePostfix(os.path.join(folder, "postfix"), world.sink_port, domain,
+                             relay, 100 if round_trip > 0 else 0)
     try:
         os.makedirs(postfix.folder, exist_ok=True)
         postfix.start()
@@ -265,7 +282,7 @@ def compare(world, count: int, folder: str, database_url: str,
     finally:
         postfix.stop()
     env = {**world.service_env(), **(settings or {}),
-           "DELIVERY_RELAY": f"127.0.0.1:{world.sink_port}",
+           "DELIVERY_RELAY": f"{relay[0]}:{relay[1]}",
            "DATABASE_URL": new_database_url(folder, "postfix-compare", database_url),
            "SIGNING_KEY_PATH": os.path.join(folder, "postfix-compare-key.pem")}
     stack = MakeRun(env).start()
