@@ -207,8 +207,11 @@ def mx(monkeypatch, stack):
 def _reset_clock():
     from chalicelib import clock, dns_lookup
 
+    from chalicelib.services.delivery import concurrency
+
     clock.reset()
     dns_lookup.forget_cached()  # a zone of an earlier test on a reused port is not this one's
+    concurrency.forget_round_trips()  # an earlier test's slow MX is not this one's
     yield
     clock.reset()
 

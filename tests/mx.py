@@ -18,7 +18,8 @@ middle of a pipelined flight). It offers PIPELINING (as real MX hosts do; aiosmt
 pipelined commands in order) unless ``pipelining=False``. ``open_now``/``peak_open``: sessions
 open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 10 s) until
 ``n`` are in DATA at once, ``peak_in_data`` the most seen (concurrency observed at the MX).
-``connections`` counts sessions, ``rcpts_seen``
+``ehlo_delay``: seconds before each EHLO is answered (a server far away, as the client's
+round trip sees it). ``connections`` counts sessions, ``rcpts_seen``
 every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
 whether the session was TLS, and the MAIL FROM parameters (``mail_options``). What EHLO offers:
@@ -85,6 +86,8 @@ class _Handler:
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
+        if self.mx.ehlo_delay:  # a server far away, as the client's EHLO round trip sees it
+            await asyncio.sleep(self.mx.ehlo_delay)
         if self.mx.pipelining:
             responses.insert(1, "250-PIPELINING")
         if not self.mx.eightbitmime:
@@ -172,6 +175,7 @@ class ScriptedMX:
                  size: int | None = 33554432):
         self.script: list[str] = list(script or [])
         self.pipelining = pipelining
+        self.ehlo_delay = 0.0  # seconds before each EHLO is answered
         self.open_now = self.peak_open = 0
         self.peak_in_data = self._in_data = 0
         self._meeting: threading.Barrier | None = None

@@ -189,6 +189,40 @@ def test_destinations_are_delivered_side_by_side(api, tenant, mx, db):
     assert [len(mx.received_for(to)) for to in addresses] == [1] * 10
 
 
+def test_one_destinations_messages_go_side_by_side_when_its_round_trips_are_long(
+        api, tenant, mx, db, monkeypatch):
+    # A batch to one domain goes over one session, one message after another, while its
+    # round trips are short (loopback). To a domain whose sessions were seen to take 30 ms
+    # for their EHLO, a batch's messages are spread over several sessions at once: each DATA
+    # waits at the MX until four conversations are in DATA together. The connection limit
+    # still holds at the MX.
+    monkeypatch.setenv("DELIVERY_PACING_CONNECTIONS", "6")
+    monkeypatch.setenv("WORKER_PROCESSES", "1")  # this process's share: all six
+
+    def batch(domain: str, count: int) -> list[str]:
+        ids, addresses = park_many(db, api, tenant, count,
+                                   [f"{unique('f')}@{domain}" for _ in range(count)])
+        assert set(worker.process_batch(ids).values()) == {"Sent"}
+        pacing.release_idle(everything=True)
+        return addresses
+
+    near = f"{unique('near')}.example"
+    batch(near, 1)  # a session there: its round trip seen (short)
+    before = mx.connections
+    batch(near, 4)
+    assert mx.connections - before == 1  # one session for the batch
+    far = f"{unique('far')}.example"
+    mx.ehlo_delay = 0.03
+    batch(far, 1)  # a session there: 30 ms seen
+    before = mx.connections
+    mx.meet_in_data(4)
+    addresses = batch(far, 12)
+    assert mx.peak_in_data >= 4  # side by side
+    assert 4 <= mx.connections - before <= 6  # a session a run, the limit kept
+    assert mx.peak_open <= 6
+    assert [len(mx.received_for(to)) for to in addresses] == [1] * 12
+
+
 _KILLED_WORKER = """
 import sys
 from chalicelib.services.delivery import process

@@ -18,7 +18,10 @@ What a batch changes
   before anything of the next message is sent), while the batch's other domains run beside
   it on the process's delivery I/O pool (``concurrency.py``, DELIVERY_CONCURRENCY), each on
   a database session of its own. Then the claim is committed before they start (below, the
-  merged claim applies to a batch of one domain, or DELIVERY_CONCURRENCY=1).
+  merged claim applies to a batch of one domain, or DELIVERY_CONCURRENCY=1). A domain whose
+  round trips were seen to be long (``concurrency.split``: 10 ms or more) has its messages
+  spread over several runs side by side instead, up to the process's share of its
+  connections, each run its own session.
 * **One connection slot per destination.** Each message is admitted by per-destination
   pacing (``pacing.py``) before it is sent; the worker takes the destination's connection
   slot with the first and keeps it for the consecutive messages to it, giving it back when
@@ -143,7 +146,8 @@ def process_batch(ids: list[int], worker: str) -> dict[int, str]:
         merged = autocommit_engine() is not None
         rows = claim.run(db, statement, params, autocommit=False)
         claimed = {row.id: row for row in rows}
-        groups = _by_destination(claimed.values())
+        groups = [run for group in _by_destination(claimed.values())
+                  for run in _runs(group)]
         concurrent = len(groups) > 1 and concurrency.width() > 1
         if not merged or concurrent:
             # Destinations side by side: each on its own session, so the claim is committed
@@ -240,6 +244,15 @@ def _claim_again(db, statement, worker: str, failed_id: int, queue: list,
         if message.id not in again:
             results[message.id] = "claimed-elsewhere"
     return [again[m.id] for m in queue if m.id in again]
+
+
+def _runs(group: list) -> list[list]:
+    """A destination's messages as the runs that carry them: one, or several side by side
+    when its round trips are long (``concurrency.split``)."""
+    if len(group) == 1:
+        return [group]
+    domain = _destination(group[0])[0]
+    return concurrency.split(group, domain, pacing.share(domain))
 
 
 def _destination(message) -> tuple:

@@ -9,6 +9,15 @@ each destination to its own limit. A conversation holds a database connection on
 short writes (the claim, the in-flight marker, the outcome), never while waiting on the
 network, so the database pool stays small.
 
+One destination's messages of a batch go over one session, one after another, unless the
+round trips to it were seen to be long (``split``): then over several sessions side by side,
+at most the process's share of the destination's connections (pacing's slots still decide
+how many open: a run finding none free hands its messages to one that has a slot). Over one
+session a message costs two round trips (pipelined), so a batch of 100 to a destination
+50 ms away takes ten seconds in one run; on loopback or next door the round trips cost less
+than a message's CPU, and one session (its outcomes riding on the next message's marker) is
+cheapest.
+
 The pool is a plain one (threads taking tasks from one queue), not ``concurrent.futures``: a
 batch's tasks carry no future each (a condition, a lock and a notification per task, ~8 us
 of CPU more a destination); the batch waits on one event, set by its last task.
@@ -91,6 +100,56 @@ class _Pool:
             self.closed = True
             for _ in range(self.threads):
                 self.tasks.put(None)
+
+
+#: The shortest EHLO round trip seen lately to a destination (``saw_round_trip``) from which
+#: its messages of a batch are spread over several sessions (``split``).
+SPREAD_ROUND_TRIP = 0.010
+_SAMPLES = 8  # the latest round trips kept per destination; the shortest one counts
+_DOMAINS_MAX = 10000
+_round_trips: dict[str, list[float]] = {}
+
+
+def saw_round_trip(domain: str, seconds: float) -> None:
+    """A new session's EHLO to ``domain``'s server (its MX host, or the relay) took
+    ``seconds`` (``connect.py``). The shortest of the latest few is the destination's round
+    trip: a busy moment on either side lengthens one, never all."""
+    samples = _round_trips.get(domain)
+    if samples is None:
+        if len(_round_trips) >= _DOMAINS_MAX:
+            _round_trips.clear()
+        samples = _round_trips.setdefault(domain, [])
+    samples.append(seconds)
+    del samples[:-_SAMPLES]
+
+
+def round_trip(domain: str) -> float | None:
+    """The destination's round trip as seen lately (None: no session opened there yet)."""
+    samples = _round_trips.get(domain)
+    return min(samples) if samples else None
+
+
+def forget_round_trips() -> None:
+    _round_trips.clear()
+
+
+def split(messages: list, domain: str, share: int) -> list[list]:
+    """One destination's messages of a batch, as the runs that carry them (each its own
+    session, in order): one run, unless the round trip to ``domain`` was seen to take
+    SPREAD_ROUND_TRIP or more; then up to ``share`` runs (the process's share of the
+    destination's connections), and no more than the pool carries at once, as even as
+    they come."""
+    runs = min(len(messages), share, width())
+    seen = round_trip(domain) if runs > 1 else None
+    if seen is None or seen < SPREAD_ROUND_TRIP:
+        return [messages]
+    size, larger = divmod(len(messages), runs)
+    out, start = [], 0
+    for index in range(runs):
+        end = start + size + (1 if index < larger else 0)
+        out.append(messages[start:end])
+        start = end
+    return out
 
 
 _pool: _Pool | None = None

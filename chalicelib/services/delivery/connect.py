@@ -23,11 +23,12 @@ import errno
 import smtplib
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 
 from chalicelib import dns_lookup
 from chalicelib.config import get_settings
-from chalicelib.services.delivery import pipelining
+from chalicelib.services.delivery import concurrency, pipelining
 from chalicelib.services.delivery.egress import Egress, Source
 
 OPPORTUNISTIC, REPORT, REQUIRE = "opportunistic", "report", "require"
@@ -149,7 +150,9 @@ def _open(host: str, port: int, address: str, source: Source, tls_mode: str,
         code, reply = smtp.connect(address, port)
         if code != 220:
             raise smtplib.SMTPConnectError(code, reply)
+        asked = time.monotonic()
         code, reply = smtp.ehlo()
+        concurrency.saw_round_trip(domain, time.monotonic() - asked)  # (batch.py's split)
         if not 200 <= code < 300:
             code, reply = smtp.helo()
             if not 200 <= code < 300:

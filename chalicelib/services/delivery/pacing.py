@@ -170,6 +170,13 @@ def destination(domain: str, mx_hosts: list[tuple[str, int]]) -> tuple[str, Rule
                         settings.delivery_pacing_per_minute)
 
 
+def share(domain: str) -> int:
+    """The slots one worker process takes at ``domain`` before it hands its messages to its
+    own runs there (``_Limits.share``), by the rule naming the domain (a rule found by MX
+    hosts is not known before the lookup: the default limit's share then)."""
+    return _Limits(destination(domain, [])[1]).share
+
+
 def is_throttle(outcome: client.Outcome) -> bool:
     """A reply saying "too fast, try later": 421, or a 4xx whose enhanced status is 4.7.x."""
     if outcome.status != client.SOFT or outcome.code is None:
