@@ -18,8 +18,8 @@ middle of a pipelined flight). It offers PIPELINING (as real MX hosts do; aiosmt
 pipelined commands in order) unless ``pipelining=False``. ``open_now``/``peak_open``: sessions
 open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 10 s) until
 ``n`` are in DATA at once, ``peak_in_data`` the most seen (concurrency observed at the MX).
-``ehlo_delay``: seconds before each EHLO is answered (a server far away, as the client's
-round trip sees it). ``connections`` counts sessions, ``rcpts_seen``
+``delay``: seconds before each EHLO and RCPT TO is answered (a server far away, as the
+client's round trips see it: a pipelined flight waits for its RCPT's reply). ``connections`` counts sessions, ``rcpts_seen``
 every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
 whether the session was TLS, and the MAIL FROM parameters (``mail_options``). What EHLO offers:
@@ -86,8 +86,8 @@ class _Handler:
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
-        if self.mx.ehlo_delay:  # a server far away, as the client's EHLO round trip sees it
-            await asyncio.sleep(self.mx.ehlo_delay)
+        if self.mx.delay:  # a server far away, as the client's round trips see it
+            await asyncio.sleep(self.mx.delay)
         if self.mx.pipelining:
             responses.insert(1, "250-PIPELINING")
         if not self.mx.eightbitmime:
@@ -95,6 +95,8 @@ class _Handler:
         return responses
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.mx.delay:
+            await asyncio.sleep(self.mx.delay)
         self.mx._seen(address)
         throttle = self.mx._throttle_reply()
         if throttle is not None:
@@ -175,7 +177,7 @@ class ScriptedMX:
                  size: int | None = 33554432):
         self.script: list[str] = list(script or [])
         self.pipelining = pipelining
-        self.ehlo_delay = 0.0  # seconds before each EHLO is answered
+        self.delay = 0.0  # seconds before each EHLO and RCPT TO is answered
         self.open_now = self.peak_open = 0
         self.peak_in_data = self._in_data = 0
         self._meeting: threading.Barrier | None = None

@@ -192,8 +192,9 @@ def test_destinations_are_delivered_side_by_side(api, tenant, mx, db):
 def test_one_destinations_messages_go_side_by_side_when_its_round_trips_are_long(
         api, tenant, mx, db, monkeypatch):
     # A batch to one domain goes over one session, one message after another, while its
-    # round trips are short (loopback). To a domain whose sessions were seen to take 30 ms
-    # for their EHLO, a batch's messages are spread over several sessions at once: each DATA
+    # round trips are short (loopback). To a domain whose round trips were seen to take
+    # 30 ms (EHLO, the pipelined flight), a batch's messages are spread over several
+    # sessions at once: each DATA
     # waits at the MX until four conversations are in DATA together. The connection limit
     # still holds at the MX.
     monkeypatch.setenv("DELIVERY_PACING_CONNECTIONS", "6")
@@ -212,8 +213,8 @@ def test_one_destinations_messages_go_side_by_side_when_its_round_trips_are_long
     batch(near, 4)
     assert mx.connections - before == 1  # one session for the batch
     far = f"{unique('far')}.example"
-    mx.ehlo_delay = 0.03
-    batch(far, 1)  # a session there: 30 ms seen
+    mx.delay = 0.03
+    batch(far, 1)  # a session there: 30 ms seen, twice
     before = mx.connections
     mx.meet_in_data(4)
     addresses = batch(far, 12)

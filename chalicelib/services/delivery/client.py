@@ -62,7 +62,8 @@ from typing import Callable, NamedTuple
 from chalicelib.config import get_settings
 from chalicelib import dns_lookup, observability, statuses
 from chalicelib.services import mime
-from chalicelib.services.delivery import connect, declarations, relay_report, sessions
+from chalicelib.services.delivery import (concurrency, connect, declarations, relay_report,
+                                          sessions)
 from chalicelib.services.delivery.connect import describe as _describe, text as _text
 from chalicelib.services.delivery.egress import DIRECT, Egress, parse_relay
 
@@ -468,9 +469,11 @@ def _pipelined(smtp, outcome: Outcome, plan: declarations.Plan, data: bytes, bef
                domain: str, reused: bool) -> bool:
     """MAIL, RCPT and DATA in one flight (as ``plan`` declares them); True when the
     transaction ended with the reply to the content (the session needs no RSET)."""
+    asked = time.monotonic()
     try:
         (mail_code, mail_reply), rcpt, go_ahead = smtp.envelope(
             plan.mail_from, plan.rcpt_to, plan.mail_options, plan.rcpt_options)
+        concurrency.saw_round_trip(domain, time.monotonic() - asked)  # (batch.py's split)
     except (OSError, smtplib.SMTPException):
         if reused:
             raise _Stale() from None

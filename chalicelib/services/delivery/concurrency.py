@@ -10,7 +10,8 @@ short writes (the claim, the in-flight marker, the outcome), never while waiting
 network, so the database pool stays small.
 
 One destination's messages of a batch go over one session, one after another, unless the
-round trips to it were seen to be long (``split``): then over several sessions side by side,
+round trips to it were seen to be long (``split``; seen at each new session's EHLO and each
+pipelined flight): then over several sessions side by side,
 at most the process's share of the destination's connections (pacing's slots still decide
 how many open: a run finding none free hands its messages to one that has a slot). Over one
 session a message costs two round trips (pipelined), so a batch of 100 to a destination
@@ -102,8 +103,8 @@ class _Pool:
                 self.tasks.put(None)
 
 
-#: The shortest EHLO round trip seen lately to a destination (``saw_round_trip``) from which
-#: its messages of a batch are spread over several sessions (``split``).
+#: The shortest round trip seen lately to a destination (``saw_round_trip``) from which its
+#: messages of a batch are spread over several sessions (``split``), once seen twice.
 SPREAD_ROUND_TRIP = 0.010
 _SAMPLES = 8  # the latest round trips kept per destination; the shortest one counts
 _DOMAINS_MAX = 10000
@@ -111,8 +112,9 @@ _round_trips: dict[str, list[float]] = {}
 
 
 def saw_round_trip(domain: str, seconds: float) -> None:
-    """A new session's EHLO to ``domain``'s server (its MX host, or the relay) took
-    ``seconds`` (``connect.py``). The shortest of the latest few is the destination's round
+    """A round trip to ``domain``'s server (its MX host, or the relay) took ``seconds``: a
+    new session's EHLO (``connect.py``) or a message's pipelined MAIL, RCPT and DATA until
+    the last reply (``client.py``). The shortest of the latest few is the destination's round
     trip: a busy moment on either side lengthens one, never all."""
     samples = _round_trips.get(domain)
     if samples is None:
@@ -124,9 +126,10 @@ def saw_round_trip(domain: str, seconds: float) -> None:
 
 
 def round_trip(domain: str) -> float | None:
-    """The destination's round trip as seen lately (None: no session opened there yet)."""
+    """The destination's round trip as seen lately (None: not seen twice yet: one sample
+    may be a busy moment's)."""
     samples = _round_trips.get(domain)
-    return min(samples) if samples else None
+    return min(samples) if samples and len(samples) > 1 else None
 
 
 def forget_round_trips() -> None:
@@ -135,8 +138,8 @@ def forget_round_trips() -> None:
 
 def split(messages: list, domain: str, share: int) -> list[list]:
     """One destination's messages of a batch, as the runs that carry them (each its own
-    session, in order): one run, unless the round trip to ``domain`` was seen to take
-    SPREAD_ROUND_TRIP or more; then up to ``share`` runs (the process's share of the
+    session, in order): one run, unless the round trips to ``domain`` were seen to take
+    SPREAD_ROUND_TRIP or more (the shortest of the latest, at least two); then up to ``share`` runs (the process's share of the
     destination's connections), and no more than the pool carries at once, as even as
     they come."""
     runs = min(len(messages), share, width())
