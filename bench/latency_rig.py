@@ -23,6 +23,7 @@ CPU and GIL are not the service's nor the reference sender's."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import socket
 import threading
@@ -155,8 +156,10 @@ def serve_sink(counters: Counters, ready, stop) -> None:
 class _Side(asyncio.Protocol):
     """One end of a proxied connection: what it reads is written to the other end's
     transport ``delay()`` seconds later, by a timer (no task, queue or stream per chunk: the
-    rig's CPU is on the same cores as the service's, unlike a real MX's). Due times never
-    go backwards, so chunks arrive in order even if the delay changes mid-stream."""
+    rig's CPU is on the same cores as the service's, unlike a real MX's). Due times only
+    go forwards, strictly: asyncio's timer heap does not keep the order of timers due at the
+    same moment (two chunks read within one clock tick were written the other way round),
+    and a delay that changes mid-stream must not reorder them either."""
 
     def __init__(self, proxy: "DelayProxy", way: str):
         self.proxy, self.way = proxy, way
@@ -170,7 +173,7 @@ class _Side(asyncio.Protocol):
         self.transport = transport
 
     def _later(self, callback, *args) -> None:
-        due = max(self.loop.time() + self.proxy.delay(), self.last_due)
+        due = max(self.loop.time() + self.proxy.delay(), math.nextafter(self.last_due, math.inf))
         self.last_due = due
         if self.other is None or self.other.transport is None:
             self.early.append((due, callback, *args))
