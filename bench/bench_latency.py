@@ -488,10 +488,10 @@ def table(figures: dict, args) -> list[str]:
         if pf.get("error"):
             lines.append(f"| Postfix + OpenDKIM | not measured: {pf['error']} | | | |")
         else:
+            where = f"{pf['round_trip']:g} ms RTT to the MX" if pf.get("round_trip") else \
+                "loopback"
             lines += [
-                f"| SMTP submission to delivery, {pf['n']} messages, "
-                f"{'loopback' if not pf.get('round_trip') else '%g ms RTT to the MX' % pf['round_trip']}"
-                f": messages/s "
+                f"| SMTP submission to delivery, {pf['n']} messages, {where}: messages/s "
                 f"(service: gateway + delivery; reference: Postfix + OpenDKIM) | "
                 f"{pf['service']['rate']:.1f} | {pf['postfix']['rate']:.1f} | "
                 f"{pf['service']['rate'] / pf['postfix']['rate']:.2f} | — |",

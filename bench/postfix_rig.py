@@ -253,7 +253,7 @@ def compare(world, count: int, folder: str, database_url: str,
     ``round_trip`` (ms) above 0: both relay through the delay proxy (one destination's
     address, that round trip), Postfix with 100 sessions to it (the reference's count;
     its default is 20) and the service with its defaults."""
-    from bench.latency_rig import new_database_url
+    from bench.latency_rig import destination_address, new_database_url
     from bench.common import ADMIN_KEY
     from bench.make_run import MakeRun, tree_cpu
     from tests.support import Api, make_tenant
@@ -263,9 +263,7 @@ def compare(world, count: int, folder: str, database_url: str,
         return {"error": "needs root and Debian's postfix and opendkim"}
     domain = "pf.example.com"
     world.set_round_trip(round_trip)
-    from bench import latency_rig
-
-    relay = (latency_rig.destination_address(0), world.mx_port) if round_trip > 0 else \
+    relay = (destination_address(0), world.mx_port) if round_trip > 0 else \
         ("127.0.0.1", world.sink_port)
     figures["round_trip"] = round_trip
     postfix = PrivatePostfix(os.path.join(folder, "postfix"), world.sink_port, domain,

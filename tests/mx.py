@@ -19,8 +19,8 @@ pipelined commands in order) unless ``pipelining=False``. ``open_now``/``peak_op
 open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 10 s) until
 ``n`` are in DATA at once, ``peak_in_data`` the most seen (concurrency observed at the MX).
 ``delay``: seconds before each EHLO and RCPT TO is answered (a server far away, as the
-client's round trips see it: a pipelined flight waits for its RCPT's reply). ``connections`` counts sessions, ``rcpts_seen``
-every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
+client's round trips see it: a pipelined flight waits for its RCPT's reply).
+``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
 helo, tls)``: the client's address as this server saw it, the name it greeted with and
 whether the session was TLS, and the MAIL FROM parameters (``mail_options``). What EHLO offers:
 ``eightbitmime`` (8BITMIME, offered by default), ``smtputf8`` (SMTPUTF8, not by default),

@@ -194,9 +194,8 @@ def test_one_destinations_messages_go_side_by_side_when_its_round_trips_are_long
     # A batch to one domain goes over one session, one message after another, while its
     # round trips are short (loopback). To a domain whose round trips were seen to take
     # 30 ms (EHLO, the pipelined flight), a batch's messages are spread over several
-    # sessions at once: each DATA
-    # waits at the MX until four conversations are in DATA together. The connection limit
-    # still holds at the MX.
+    # sessions at once: each DATA waits at the MX until four conversations are in DATA
+    # together. The connection limit still holds at the MX.
     monkeypatch.setenv("DELIVERY_PACING_CONNECTIONS", "6")
     monkeypatch.setenv("WORKER_PROCESSES", "1")  # this process's share: all six
 

@@ -19,7 +19,7 @@ What a batch changes
   it on the process's delivery I/O pool (``concurrency.py``, DELIVERY_CONCURRENCY), each on
   a database session of its own. Then the claim is committed before they start (below, the
   merged claim applies to a batch of one domain, or DELIVERY_CONCURRENCY=1). A domain whose
-  round trips were seen to be long (``concurrency.split``: 10 ms or more) has its messages
+  round trips were seen to be long (``concurrency.far``: 10 ms or more) has its messages
   spread over several runs side by side instead, up to the process's share of its
   connections, each run its own session.
 * **One connection slot per destination.** Each message is admitted by per-destination
@@ -248,11 +248,11 @@ def _claim_again(db, statement, worker: str, failed_id: int, queue: list,
 
 def _runs(group: list) -> list[list]:
     """A destination's messages as the runs that carry them: one, or several side by side
-    when its round trips are long (``concurrency.split``)."""
-    if len(group) == 1:
-        return [group]
+    when its round trips are long (``concurrency.far``)."""
     domain = _destination(group[0])[0]
-    return concurrency.split(group, domain, pacing.share(domain))
+    if len(group) == 1 or not concurrency.far(domain):
+        return [group]
+    return concurrency.split(group, pacing.share(domain))
 
 
 def _destination(message) -> tuple:

@@ -10,13 +10,13 @@ short writes (the claim, the in-flight marker, the outcome), never while waiting
 network, so the database pool stays small.
 
 One destination's messages of a batch go over one session, one after another, unless the
-round trips to it were seen to be long (``split``; seen at each new session's EHLO and each
-pipelined flight): then over several sessions side by side,
-at most the process's share of the destination's connections (pacing's slots still decide
-how many open: a run finding none free hands its messages to one that has a slot). Over one
-session a message costs two round trips (pipelined), so a batch of 100 to a destination
-50 ms away takes ten seconds in one run; on loopback or next door the round trips cost less
-than a message's CPU, and one session (its outcomes riding on the next message's marker) is
+round trips to it were seen to be long (``far``: at each new session's EHLO and each
+pipelined flight); then over several sessions side by side (``split``), at most the
+process's share of the destination's connections (pacing's slots still decide how many
+open: a run finding none free hands its messages to one that has a slot). Over one session
+a message costs two round trips (pipelined), so a batch of 100 to a destination 50 ms away
+takes ten seconds in one run; on loopback or next door the round trips cost less than a
+message's CPU, and one session (its outcomes riding on the next message's marker) is
 cheapest.
 
 The pool is a plain one (threads taking tasks from one queue), not ``concurrent.futures``: a
@@ -103,8 +103,8 @@ class _Pool:
                 self.tasks.put(None)
 
 
-#: The shortest round trip seen lately to a destination (``saw_round_trip``) from which its
-#: messages of a batch are spread over several sessions (``split``), once seen twice.
+#: The shortest round trip seen lately to a destination (``saw_round_trip``) from which it
+#: is ``far``: its messages of a batch are spread over several sessions (``split``).
 SPREAD_ROUND_TRIP = 0.010
 _SAMPLES = 8  # the latest round trips kept per destination; the shortest one counts
 _DOMAINS_MAX = 10000
@@ -132,20 +132,22 @@ def round_trip(domain: str) -> float | None:
     return min(samples) if samples and len(samples) > 1 else None
 
 
+def far(domain: str) -> bool:
+    """Whether ``domain``'s round trips were seen to take SPREAD_ROUND_TRIP or more."""
+    seen = round_trip(domain)
+    return seen is not None and seen >= SPREAD_ROUND_TRIP
+
+
 def forget_round_trips() -> None:
     _round_trips.clear()
 
 
-def split(messages: list, domain: str, share: int) -> list[list]:
-    """One destination's messages of a batch, as the runs that carry them (each its own
-    session, in order): one run, unless the round trips to ``domain`` were seen to take
-    SPREAD_ROUND_TRIP or more (the shortest of the latest, at least two); then up to ``share`` runs (the process's share of the
-    destination's connections), and no more than the pool carries at once, as even as
-    they come."""
-    runs = min(len(messages), share, width())
-    seen = round_trip(domain) if runs > 1 else None
-    if seen is None or seen < SPREAD_ROUND_TRIP:
-        return [messages]
+def split(messages: list, share: int) -> list[list]:
+    """A far destination's messages of a batch as the runs that carry them side by side (each
+    its own session, in order): up to ``share`` runs (the process's share of the
+    destination's connections) and no more than the pool carries at once, as even as they
+    come."""
+    runs = max(1, min(len(messages), share, width()))
     size, larger = divmod(len(messages), runs)
     out, start = [], 0
     for index in range(runs):
