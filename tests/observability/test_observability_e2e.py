@@ -187,8 +187,19 @@ def test_queue_lag_is_the_age_of_the_oldest_due_row(api, tenant):
 def test_reading_the_queue_lag_marks_no_row_woken(api, tenant):
     """The lag is a read (``due_ids(sweeping=False)``, what ``sweeper.queue_lags`` asks): a
     due row it finds stays unwoken, where the sweeper's own call marks it (a mark would hold
-    the sweeper off the row for SWEEP_REWAKE_SECONDS, were its wake-up lost). The row is due
-    5 s ago: inside the sweeper's grace, so the stack's own sweeps leave it alone."""
+    the sweeper off the row for SWEEP_REWAKE_SECONDS, were its wake-up lost). The stack's own
+    sweeper is held off meanwhile: its grace in the tests is 1 s, and its wake-up would drop
+    the disabled webhook's row (once, on a slow machine, between the two calls)."""
+    from tests.support import sweeps_held
+
+    with Receiver([200]) as rx:
+        hook = create_webhook(api, tenant, rx.url)
+    Api.data(api.post(tenant.server_path + f"/webhooks/{hook['id']}/disable"))
+    with sweeps_held():
+        _read_then_sweep(hook, tenant)
+
+
+def _read_then_sweep(hook, tenant):
     from datetime import timedelta
 
     from chalicelib import clock
@@ -197,9 +208,6 @@ def test_reading_the_queue_lag_marks_no_row_woken(api, tenant):
     from tests.support import all_tenants
     from tests.support.webhooks import server_id
 
-    with Receiver([200]) as rx:
-        hook = create_webhook(api, tenant, rx.url)
-    Api.data(api.post(tenant.server_path + f"/webhooks/{hook['id']}/disable"))
     with all_tenants() as db:
         row = WebhookRequest(server_id=server_id(tenant), webhook_id=hook["id"],
                              event="MessageSent", uuid=unique("u"), body="{}",

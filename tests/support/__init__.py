@@ -126,3 +126,33 @@ def all_tenants():
     with session_scope() as db:
         tenancy.act(db, tenancy.instance_admin())
         yield db
+
+
+@contextmanager
+def sweeps_held(timeout: float = 60.0):
+    """The in-process stack's sweeper held between two sweeps for the block: for a test that
+    puts a due row in place and must be the only one to sweep or wake it. The sweeper's
+    thread calls ``sweeper.sweep`` once per round; the stand-in put in its place waits for
+    the block to end. The block starts only once the stand-in has been called (so a sweep
+    that was under way when it was put in place has finished), and the real one is back
+    afterwards."""
+    import threading
+
+    from chalicelib.workers import sweeper
+
+    real = sweeper.sweep
+    entered, released = threading.Event(), threading.Event()
+
+    def held(*args, **kwargs):
+        entered.set()
+        released.wait(timeout)
+        return real(*args, **kwargs)
+
+    sweeper.sweep = held
+    try:
+        if not entered.wait(timeout):
+            raise AssertionError("the stack's sweeper did not come round")
+        yield
+    finally:
+        sweeper.sweep = real
+        released.set()
