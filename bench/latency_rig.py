@@ -23,11 +23,11 @@ CPU and GIL are not the service's nor the reference sender's."""
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import socket
 import threading
 import time
+from collections import deque
 
 FIRST_OCTET = 10          # destination k is 127.0.0.(FIRST_OCTET + k)
 MAX_DESTINATIONS = 200    # 127.0.0.10 .. 127.0.0.209
@@ -155,35 +155,49 @@ def serve_sink(counters: Counters, ready, stop) -> None:
 
 class _Side(asyncio.Protocol):
     """One end of a proxied connection: what it reads is written to the other end's
-    transport ``delay()`` seconds later, by a timer (no task, queue or stream per chunk: the
-    rig's CPU is on the same cores as the service's, unlike a real MX's). Due times only
-    go forwards, strictly: asyncio's timer heap does not keep the order of timers due at the
-    same moment (two chunks read within one clock tick were written the other way round),
-    and a delay that changes mid-stream must not reorder them either."""
+    transport ``delay()`` seconds later. Each side keeps its own first-in first-out list of
+    what is due, and one timer, for the head of it (no task, queue or stream per chunk: the
+    rig's CPU is on the same cores as the service's, unlike a real MX's). The order is the
+    list's, never the event loop's: asyncio's timer heap does not keep the order of timers due
+    at the same moment, and uvloop runs a timer whose delay rounds to 0 ms at once, ahead of
+    earlier ones still waiting for their millisecond (chunks held while the far end was
+    being connected were written in the wrong order so, under load). Due times only go
+    forwards, so a delay that changes mid-stream does not reorder them either."""
+
+    SLACK = 0.001  # uvloop's timers are whole milliseconds: one may fire up to 0.5 ms early
 
     def __init__(self, proxy: "DelayProxy", way: str):
         self.proxy, self.way = proxy, way
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.other: _Side | None = None
-        self.early: list = []  # (due, callback, *args) before the other end is connected
+        self.pending: deque = deque()  # (due, callback, args), oldest first
+        self.timer: asyncio.TimerHandle | None = None
         self.last_due = 0.0
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def _later(self, callback, *args) -> None:
-        due = max(self.loop.time() + self.proxy.delay(), math.nextafter(self.last_due, math.inf))
+        due = max(self.loop.time() + self.proxy.delay(), self.last_due)
         self.last_due = due
-        if self.other is None or self.other.transport is None:
-            self.early.append((due, callback, *args))
-        else:
-            self.loop.call_at(due, callback, *args)
+        self.pending.append((due, callback, args))
+        self.start()
 
-    def flush_early(self) -> None:
-        for due, callback, *args in self.early:
-            self.loop.call_at(due, callback, *args)
-        self.early.clear()
+    def start(self) -> None:
+        """Time the head of the list, once the other end is connected (until then what
+        arrives waits in the list)."""
+        if self.timer is None and self.pending and self.other is not None \
+                and self.other.transport is not None:
+            self.timer = self.loop.call_at(self.pending[0][0], self._run)
+
+    def _run(self) -> None:
+        self.timer = None
+        now = self.loop.time() + self.SLACK
+        while self.pending and self.pending[0][0] <= now:
+            _, callback, args = self.pending.popleft()
+            callback(*args)
+        self.start()
 
     def _write(self, data: bytes) -> None:
         transport = self.other.transport if self.other is not None else None
@@ -243,8 +257,8 @@ class DelayProxy:
                         client.transport.close()
                     return
                 upstream.other, client.other = client, upstream
-                client.flush_early()
-                upstream.flush_early()
+                client.start()
+                upstream.start()
 
             loop.call_later(self.delay(), lambda: loop.create_task(connect()))
             return client
