@@ -20,9 +20,10 @@ open at once (idle ones included); ``meet_in_data(n)``: each DATA waits (up to 1
 ``n`` are in DATA at once, ``peak_in_data`` the most seen (concurrency observed at the MX).
 ``delay``: seconds before each EHLO and RCPT TO is answered (a server far away, as the
 client's round trips see it: a pipelined flight waits for its RCPT's reply).
-``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages`` holds ``Received(mail_from, rcpt_tos, data, peer,
-helo, tls)``: the client's address as this server saw it, the name it greeted with and
-whether the session was TLS, and the MAIL FROM parameters (``mail_options``). What EHLO offers:
+``connections`` counts sessions, ``rcpts_seen`` every RCPT TO address offered, ``messages``
+holds ``Received(mail_from, rcpt_tos, data, peer, helo, tls)``: the client's address as this
+server saw it, the name it greeted with and whether the session was TLS, and the MAIL FROM
+parameters (``mail_options``). What EHLO offers:
 ``eightbitmime`` (8BITMIME, offered by default), ``smtputf8`` (SMTPUTF8, not by default),
 ``size`` (SIZE with that limit, aiosmtpd's 32 MiB by default; None: not offered). ``tls=True`` offers STARTTLS with a throwaway self-signed
 certificate, ``tls=<ssl.SSLContext>`` with that context's; ``host`` is the address listened

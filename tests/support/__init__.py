@@ -135,7 +135,8 @@ def sweeps_held(timeout: float = 60.0):
     thread calls ``sweeper.sweep`` once per round; the stand-in put in its place waits for
     the block to end. The block starts only once the stand-in has been called (so a sweep
     that was under way when it was put in place has finished), and the real one is back
-    afterwards."""
+    afterwards. Inside the block ``sweeper.sweep`` is the stand-in: a test that sweeps
+    itself does so after the block."""
     import threading
 
     from chalicelib.workers import sweeper

@@ -249,8 +249,10 @@ def _claim_again(db, statement, worker: str, failed_id: int, queue: list,
 def _runs(group: list) -> list[list]:
     """A destination's messages as the runs that carry them: one, or several side by side
     when its round trips are long (``concurrency.far``)."""
+    if len(group) == 1:
+        return [group]
     domain = _destination(group[0])[0]
-    if len(group) == 1 or not concurrency.far(domain):
+    if not concurrency.far(domain):
         return [group]
     return concurrency.split(group, pacing.share(domain))
 
